@@ -1,0 +1,60 @@
+// gridlm: the one executable. Starts MPI, parses the command line (CLI11), runs the chosen
+// subcommand, and turns every failure into a clear message and a non-zero exit: errors all
+// ranks agreed on exit cleanly; an error only one rank knows about ends the job via MPI_Abort.
+#include <mpi.h>
+
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "app/cmd_grid.hpp"
+#include "gridlm/version.hpp"
+#include "layers/blas_info.hpp"
+#include "layers/kokkos_runtime.hpp"
+#include "parallel/diagnostics.hpp"
+#include "parallel/mpi_runtime.hpp"
+
+namespace {
+
+std::string version_text() {
+  namespace b = gridlm::build;
+  return fmt::format("gridlm {} ({} build, {})\n  MPI:    {}\n  HDF5:   {} (parallel)\n"
+                     "  Kokkos: {}\n  BLAS:   {}\n  CUDA:   {}\n  NCCL:   {}",
+                     b::version, b::build_type, b::compiler,
+                     gridlm::parallel::mpi_library_version(), b::hdf5_version,
+                     gridlm::layers::kokkos_description(), gridlm::layers::blas_library_path(),
+                     b::cuda ? "enabled" : "disabled", b::nccl ? "enabled" : "disabled");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  gridlm::parallel::MpiRuntime mpi(argc, argv);
+
+  CLI::App app{"gridlm: trains GPT-style language models on a data x pipeline x tensor grid "
+               "of MPI ranks.",
+               "gridlm"};
+  app.set_version_flag("--version", version_text(), "Print the version and build configuration");
+  app.require_subcommand(1);
+  app.footer("Run 'gridlm SUBCOMMAND --help' for a subcommand's options. Launch under mpiexec "
+             "or srun; every rank runs the same command.");
+  gridlm::app::add_grid_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    // Every rank parses the same command line, so every rank fails alike; one report is enough.
+    if (mpi.rank() == 0) return app.exit(e);
+    return e.get_exit_code();
+  } catch (const gridlm::CollectiveError &e) {
+    if (mpi.rank() == 0) {
+      std::fprintf(stderr, "gridlm: error\n%s\n", e.what());
+      std::fflush(stderr);
+    }
+    return 1;
+  } catch (const std::exception &e) {
+    gridlm::abort_job(e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,19 @@
+// GRIDLM_H5_CHECK: the one way gridlm calls HDF5. A negative return (HDF5's failure value for
+// herr_t and hid_t alike) throws gridlm::Error naming the call, file, line, rank, host, grid
+// coordinates and the innermost message of HDF5's error stack.
+#pragma once
+
+#include <hdf5.h>
+
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::io::detail {
+[[noreturn]] void throw_h5_error(const char *call, const char *file, int line);
+} // namespace gridlm::io::detail
+
+#define GRIDLM_H5_CHECK(call)                                                                      \
+  ([&]() {                                                                                         \
+    const auto gridlm_h5_rc_ = (call);                                                             \
+    if (gridlm_h5_rc_ < 0) ::gridlm::io::detail::throw_h5_error(#call, __FILE__, __LINE__);        \
+    return gridlm_h5_rc_;                                                                          \
+  }())

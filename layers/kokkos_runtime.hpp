@@ -1,0 +1,20 @@
+// KokkosRuntime: Kokkos::initialize on construction, Kokkos::finalize on destruction, and a
+// description of the execution space for start-up reports.
+#pragma once
+
+#include <string>
+
+namespace gridlm::layers {
+
+class KokkosRuntime {
+public:
+  KokkosRuntime(int &argc, char **argv);
+  ~KokkosRuntime();
+  KokkosRuntime(const KokkosRuntime &) = delete;
+  KokkosRuntime &operator=(const KokkosRuntime &) = delete;
+};
+
+// "Kokkos 3.4.1, execution space Serial"
+std::string kokkos_description();
+
+} // namespace gridlm::layers

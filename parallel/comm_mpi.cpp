@@ -1,0 +1,139 @@
+// MPI backend: every operation is posted non-blocking; Request::wait() completes it.
+#include "parallel/comm_mpi.hpp"
+
+#include <climits>
+
+#include <fmt/format.h>
+
+#include "parallel/mpi_check.hpp"
+
+namespace gridlm::parallel {
+namespace {
+
+class MpiRequest final : public Request::Impl {
+public:
+  MpiRequest() = default;
+  MPI_Request *handle() { return &request_; }
+  void wait() override { GRIDLM_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+  bool test() override {
+    int done = 0;
+    GRIDLM_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  }
+
+private:
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::sum: return MPI_SUM;
+  case ReduceOp::max: return MPI_MAX;
+  case ReduceOp::min: return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+// MPI-3 counts are int; larger buffers must be split by the caller (gradient buckets are).
+int mpi_count(std::size_t count, const char *op) {
+  if (count > static_cast<std::size_t>(INT_MAX)) {
+    throw Error(fmt::format("{}: {} elements exceed MPI's int count limit; split the buffer "
+                            "into buckets; on {}",
+                            op, count, where()));
+  }
+  return static_cast<int>(count);
+}
+
+} // namespace
+
+int comm_rank(MPI_Comm comm) {
+  int rank = 0;
+  GRIDLM_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  return rank;
+}
+
+int comm_size(MPI_Comm comm) {
+  int size = 0;
+  GRIDLM_MPI_CHECK(MPI_Comm_size(comm, &size));
+  return size;
+}
+
+MpiComm::MpiComm(MpiCommHandle comm)
+    : Comm(comm_rank(*comm), comm_size(*comm)), comm_(std::move(comm)) {}
+
+Request MpiComm::start_all_reduce(const void *in, void *out, std::size_t count, DType type,
+                                  ReduceOp op, Mode mode) {
+  const void *send = in == out ? MPI_IN_PLACE : in;
+  const int n = mpi_count(count, "all_reduce");
+  if (mode == Mode::blocking) {
+    GRIDLM_MPI_CHECK(MPI_Allreduce(send, out, n, mpi_datatype(type), mpi_op(op), *comm_));
+    return Request();
+  }
+  auto req = std::make_unique<MpiRequest>();
+  GRIDLM_MPI_CHECK(
+      MPI_Iallreduce(send, out, n, mpi_datatype(type), mpi_op(op), *comm_, req->handle()));
+  return Request(std::move(req));
+}
+
+Request MpiComm::start_reduce_scatter(const void *in, void *out, std::size_t count_per_rank,
+                                      DType type, ReduceOp op, Mode mode) {
+  const int n = mpi_count(count_per_rank, "reduce_scatter");
+  if (mode == Mode::blocking) {
+    GRIDLM_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op), *comm_));
+    return Request();
+  }
+  auto req = std::make_unique<MpiRequest>();
+  GRIDLM_MPI_CHECK(
+      MPI_Ireduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op), *comm_, req->handle()));
+  return Request(std::move(req));
+}
+
+Request MpiComm::start_all_gather(const void *in, void *out, std::size_t count_per_rank, DType type,
+                                  Mode mode) {
+  const int n = mpi_count(count_per_rank, "all_gather");
+  const MPI_Datatype t = mpi_datatype(type);
+  if (mode == Mode::blocking) {
+    GRIDLM_MPI_CHECK(MPI_Allgather(in, n, t, out, n, t, *comm_));
+    return Request();
+  }
+  auto req = std::make_unique<MpiRequest>();
+  GRIDLM_MPI_CHECK(MPI_Iallgather(in, n, t, out, n, t, *comm_, req->handle()));
+  return Request(std::move(req));
+}
+
+Request MpiComm::start_broadcast(void *data, std::size_t count, DType type, int root, Mode mode) {
+  const int n = mpi_count(count, "broadcast");
+  if (mode == Mode::blocking) {
+    GRIDLM_MPI_CHECK(MPI_Bcast(data, n, mpi_datatype(type), root, *comm_));
+    return Request();
+  }
+  auto req = std::make_unique<MpiRequest>();
+  GRIDLM_MPI_CHECK(MPI_Ibcast(data, n, mpi_datatype(type), root, *comm_, req->handle()));
+  return Request(std::move(req));
+}
+
+Request MpiComm::start_send(const void *data, std::size_t count, DType type, int peer, int tag,
+                            Mode mode) {
+  const int n = mpi_count(count, "send");
+  if (mode == Mode::blocking) {
+    GRIDLM_MPI_CHECK(MPI_Send(data, n, mpi_datatype(type), peer, tag, *comm_));
+    return Request();
+  }
+  auto req = std::make_unique<MpiRequest>();
+  GRIDLM_MPI_CHECK(MPI_Isend(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
+  return Request(std::move(req));
+}
+
+Request MpiComm::start_recv(void *data, std::size_t count, DType type, int peer, int tag,
+                            Mode mode) {
+  const int n = mpi_count(count, "recv");
+  if (mode == Mode::blocking) {
+    GRIDLM_MPI_CHECK(MPI_Recv(data, n, mpi_datatype(type), peer, tag, *comm_, MPI_STATUS_IGNORE));
+    return Request();
+  }
+  auto req = std::make_unique<MpiRequest>();
+  GRIDLM_MPI_CHECK(MPI_Irecv(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
+  return Request(std::move(req));
+}
+
+} // namespace gridlm::parallel

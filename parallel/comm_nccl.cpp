@@ -1,0 +1,176 @@
+// NCCL backend of parallel::Comm.
+#include "parallel/comm_nccl.hpp"
+
+#include <fmt/format.h>
+
+#include "parallel/comm_mpi.hpp"
+#include "parallel/cuda_check.hpp"
+#include "parallel/mpi_check.hpp"
+#include "parallel/nccl_check.hpp"
+
+namespace gridlm::detail {
+
+void throw_nccl_error(ncclResult_t code, const char *call, const char *file, int line) {
+  throw Error(fmt::format("NCCL call {} failed: {} ({}:{}; {})", call, ncclGetErrorString(code),
+                          file, line, where()));
+}
+
+} // namespace gridlm::detail
+
+namespace gridlm::parallel {
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+  case DType::f32: return ncclFloat32;
+  case DType::f64: return ncclFloat64;
+  case DType::i32: return ncclInt32;
+  case DType::u32: return ncclUint32;
+  case DType::i64: return ncclInt64;
+  case DType::u64: return ncclUint64;
+  case DType::u8: return ncclUint8;
+  }
+  throw Error(fmt::format("NCCL has no type for {}", dtype_name(t)));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::sum: return ncclSum;
+  case ReduceOp::max: return ncclMax;
+  case ReduceOp::min: return ncclMin;
+  }
+  return ncclSum;
+}
+
+class CudaEventRequest final : public Request::Impl {
+public:
+  explicit CudaEventRequest(cudaStream_t stream) {
+    GRIDLM_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    GRIDLM_CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
+  ~CudaEventRequest() override { cudaEventDestroy(event_); }
+  CudaEventRequest(const CudaEventRequest &) = delete;
+  CudaEventRequest &operator=(const CudaEventRequest &) = delete;
+  void wait() override { GRIDLM_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  bool test() override {
+    const cudaError_t rc = cudaEventQuery(event_);
+    if (rc == cudaErrorNotReady) return false;
+    GRIDLM_CUDA_CHECK(rc);
+    return true;
+  }
+
+private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// A request posted inside a group: NCCL launches the work only at ncclGroupEnd, so there is no
+// stream point to record yet. Waiting (after the group) waits for everything on the stream.
+class GroupedRequest final : public Request::Impl {
+public:
+  GroupedRequest(cudaStream_t stream, std::shared_ptr<const int> depth)
+      : stream_(stream), depth_(std::move(depth)) {}
+  void wait() override {
+    refuse_inside_group();
+    GRIDLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  bool test() override {
+    refuse_inside_group();
+    const cudaError_t rc = cudaStreamQuery(stream_);
+    if (rc == cudaErrorNotReady) return false;
+    GRIDLM_CUDA_CHECK(rc);
+    return true;
+  }
+
+private:
+  void refuse_inside_group() const {
+    if (*depth_ > 0) {
+      throw Error(fmt::format("a transfer posted inside a communication group was waited on "
+                              "before the group ended; keep its Request until after; on {}",
+                              where()));
+    }
+  }
+  cudaStream_t stream_;
+  std::shared_ptr<const int> depth_;
+};
+
+} // namespace
+
+int select_local_device(MPI_Comm node_comm) {
+  int count = 0;
+  GRIDLM_CUDA_CHECK(cudaGetDeviceCount(&count));
+  const int local = comm_rank(node_comm);
+  const int device = local % count;
+  GRIDLM_CUDA_CHECK(cudaSetDevice(device));
+  return device;
+}
+
+NcclComm::NcclComm(MpiCommHandle comm, cudaStream_t stream)
+    : Comm(comm_rank(*comm), comm_size(*comm)), mpi_(std::move(comm)), stream_(stream) {
+  if (stream_ == nullptr) {
+    GRIDLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    owns_stream_ = true;
+  }
+  ncclUniqueId id{};
+  if (rank() == 0) GRIDLM_NCCL_CHECK(ncclGetUniqueId(&id));
+  GRIDLM_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, *mpi_));
+  GRIDLM_NCCL_CHECK(ncclCommInitRank(&nccl_, size(), id, rank()));
+}
+
+NcclComm::~NcclComm() {
+  if (nccl_ != nullptr) ncclCommDestroy(nccl_);
+  if (owns_stream_) cudaStreamDestroy(stream_);
+}
+
+void NcclComm::begin_group() {
+  GRIDLM_NCCL_CHECK(ncclGroupStart());
+  ++*group_depth_;
+}
+
+void NcclComm::end_group() {
+  --*group_depth_;
+  GRIDLM_NCCL_CHECK(ncclGroupEnd());
+}
+
+Request NcclComm::record() {
+  if (*group_depth_ > 0) return Request(std::make_unique<GroupedRequest>(stream_, group_depth_));
+  return Request(std::make_unique<CudaEventRequest>(stream_));
+}
+
+Request NcclComm::start_all_reduce(const void *in, void *out, std::size_t count, DType type,
+                                   ReduceOp op, Mode /*always asynchronous*/) {
+  GRIDLM_NCCL_CHECK(ncclAllReduce(in, out, count, nccl_type(type), nccl_op(op), nccl_, stream_));
+  return record();
+}
+
+Request NcclComm::start_reduce_scatter(const void *in, void *out, std::size_t count_per_rank,
+                                       DType type, ReduceOp op, Mode /*always asynchronous*/) {
+  GRIDLM_NCCL_CHECK(
+      ncclReduceScatter(in, out, count_per_rank, nccl_type(type), nccl_op(op), nccl_, stream_));
+  return record();
+}
+
+Request NcclComm::start_all_gather(const void *in, void *out, std::size_t count_per_rank,
+                                   DType type, Mode /*always asynchronous*/) {
+  GRIDLM_NCCL_CHECK(ncclAllGather(in, out, count_per_rank, nccl_type(type), nccl_, stream_));
+  return record();
+}
+
+Request NcclComm::start_broadcast(void *data, std::size_t count, DType type, int root,
+                                  Mode /*always asynchronous*/) {
+  GRIDLM_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(type), root, nccl_, stream_));
+  return record();
+}
+
+Request NcclComm::start_send(const void *data, std::size_t count, DType type, int peer, int /*tag*/,
+                             Mode /*always asynchronous*/) {
+  GRIDLM_NCCL_CHECK(ncclSend(data, count, nccl_type(type), peer, nccl_, stream_));
+  return record();
+}
+
+Request NcclComm::start_recv(void *data, std::size_t count, DType type, int peer, int /*tag*/,
+                             Mode /*always asynchronous*/) {
+  GRIDLM_NCCL_CHECK(ncclRecv(data, count, nccl_type(type), peer, nccl_, stream_));
+  return record();
+}
+
+} // namespace gridlm::parallel

@@ -1,0 +1,57 @@
+// The NCCL backend of parallel::Comm: device buffers, operations queued on one CUDA stream.
+// The NCCL unique id travels from rank 0 to the others over the axis' MPI communicator.
+// NCCL has no message tags: point-to-point transfers between two ranks match in posting order,
+// which the pipeline executor guarantees; the tag argument is ignored.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <memory>
+
+#include "parallel/comm.hpp"
+#include "parallel/mpi_comm_handle.hpp"
+
+namespace gridlm::parallel {
+
+class NcclComm final : public Comm {
+public:
+  // Collective over `comm`. Uses the current CUDA device; pass a stream or let it create one.
+  explicit NcclComm(MpiCommHandle comm, cudaStream_t stream = nullptr);
+  ~NcclComm() override;
+  NcclComm(const NcclComm &) = delete;
+  NcclComm &operator=(const NcclComm &) = delete;
+
+  const char *backend() const override { return "nccl"; }
+  cudaStream_t stream() const { return stream_; }
+  void begin_group() override;
+  void end_group() override;
+
+protected:
+  Request start_all_reduce(const void *in, void *out, std::size_t count, DType type, ReduceOp op,
+                           Mode mode) override;
+  Request start_reduce_scatter(const void *in, void *out, std::size_t count_per_rank, DType type,
+                               ReduceOp op, Mode mode) override;
+  Request start_all_gather(const void *in, void *out, std::size_t count_per_rank, DType type,
+                           Mode mode) override;
+  Request start_broadcast(void *data, std::size_t count, DType type, int root, Mode mode) override;
+  Request start_send(const void *data, std::size_t count, DType type, int peer, int tag,
+                     Mode mode) override;
+  Request start_recv(void *data, std::size_t count, DType type, int peer, int tag,
+                     Mode mode) override;
+
+private:
+  // A request that completes when the stream reaches the point where it was recorded.
+  Request record();
+
+  MpiCommHandle mpi_;
+  ncclComm_t nccl_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  bool owns_stream_ = false;
+  std::shared_ptr<int> group_depth_ = std::make_shared<int>(0); // open begin_group() calls
+};
+
+// Selects this rank's GPU: local rank on the node modulo the devices it sees. Returns the id.
+int select_local_device(MPI_Comm node_comm);
+
+} // namespace gridlm::parallel

@@ -1,0 +1,24 @@
+// CUDA kernels behind device_fill.hpp.
+#include "parallel/cuda_check.hpp"
+#include "parallel/device_fill.hpp"
+
+namespace gridlm::parallel {
+namespace {
+
+__global__ void fill_affine_kernel(float *data, std::size_t n, float offset, float scale) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) data[i] = offset + scale * static_cast<float>(i);
+}
+
+} // namespace
+
+void device_fill_affine(float *data, std::size_t n, float offset, float scale,
+                        cudaStream_t stream) {
+  if (n == 0) return;
+  constexpr unsigned threads = 256;
+  const unsigned blocks = static_cast<unsigned>((n + threads - 1) / threads);
+  fill_affine_kernel<<<blocks, threads, 0, stream>>>(data, n, offset, scale);
+  GRIDLM_CUDA_CHECK(cudaGetLastError());
+}
+
+} // namespace gridlm::parallel

@@ -1,0 +1,14 @@
+// Small CUDA kernels the NCCL backend's tests and benchmarks use to fill device buffers with
+// values whose collective results are known exactly.
+#pragma once
+
+#include <cstddef>
+
+#include <cuda_runtime.h>
+
+namespace gridlm::parallel {
+
+// data[i] = offset + scale * i, for i < n, on `stream`.
+void device_fill_affine(float *data, std::size_t n, float offset, float scale, cudaStream_t stream);
+
+} // namespace gridlm::parallel

@@ -1,0 +1,161 @@
+// Construction of the Cartesian grid, its axis communicators and the node check.
+#include "parallel/grid.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "parallel/agree.hpp"
+#include "parallel/comm_mpi.hpp"
+#include "parallel/diagnostics.hpp"
+#include "parallel/mpi_check.hpp"
+
+namespace gridlm::parallel {
+
+const char *axis_name(Axis a) {
+  switch (a) {
+  case Axis::dp: return "dp";
+  case Axis::pp: return "pp";
+  case Axis::tp: return "tp";
+  }
+  return "?";
+}
+
+namespace {
+
+// Ranks sharing memory form a node; tests may pretend nodes are smaller than the machine.
+MpiCommHandle split_nodes(MPI_Comm world, int world_rank, int simulate_ranks_per_node) {
+  MPI_Comm node = MPI_COMM_NULL;
+  if (simulate_ranks_per_node > 0) {
+    GRIDLM_MPI_CHECK(
+        MPI_Comm_split(world, world_rank / simulate_ranks_per_node, world_rank, &node));
+  } else {
+    GRIDLM_MPI_CHECK(
+        MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+  }
+  return own_comm(node);
+}
+
+std::string tp_node_message(const Layout &layout, int group_first_rank, int node_lo, int node_hi,
+                            int min_ranks_per_node, int world) {
+  std::string text = fmt::format(
+      "the tensor-parallel group of ranks {}-{} spans nodes {} to {}: tensor parallelism "
+      "exchanges activations in every layer and needs the links inside one node. Use a tp that "
+      "divides the ranks per node ({} here)",
+      group_first_rank, group_first_rank + layout.tp - 1, node_lo, node_hi, min_ranks_per_node);
+  // The closest layout that fits: same pp, the largest tp that divides a node.
+  const Layout *best = nullptr;
+  const std::vector<Layout> layouts = all_layouts(world);
+  for (const Layout &l : layouts) {
+    if (min_ranks_per_node % l.tp == 0 && l.pp == layout.pp && (!best || l.tp > best->tp)) {
+      best = &l;
+    }
+  }
+  if (best) text += ", for example " + best->flags();
+  text += "; or pass --force-tp-across-nodes to run anyway.";
+  return text;
+}
+
+} // namespace
+
+Grid Grid::create(MPI_Comm world, const GridOptions &options) {
+  Grid g;
+  int world_rank = 0, world_size = 0;
+  GRIDLM_MPI_CHECK(MPI_Comm_rank(world, &world_rank));
+  GRIDLM_MPI_CHECK(MPI_Comm_size(world, &world_size));
+  g.rank_ = world_rank;
+
+  // Nodes: index each by its lowest world rank.
+  g.node_comm_ = split_nodes(world, world_rank, options.simulate_ranks_per_node);
+  int leader = 0, node_ranks = 0;
+  GRIDLM_MPI_CHECK(MPI_Allreduce(&world_rank, &leader, 1, MPI_INT, MPI_MIN, *g.node_comm_));
+  GRIDLM_MPI_CHECK(MPI_Comm_size(*g.node_comm_, &node_ranks));
+  std::vector<int> leaders(world_size);
+  GRIDLM_MPI_CHECK(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world));
+  std::vector<int> unique_leaders = leaders;
+  std::sort(unique_leaders.begin(), unique_leaders.end());
+  unique_leaders.erase(std::unique(unique_leaders.begin(), unique_leaders.end()),
+                       unique_leaders.end());
+  g.num_nodes_ = static_cast<int>(unique_leaders.size());
+  g.node_ =
+      static_cast<int>(std::lower_bound(unique_leaders.begin(), unique_leaders.end(), leader) -
+                       unique_leaders.begin());
+  GRIDLM_MPI_CHECK(MPI_Allreduce(&node_ranks, &g.min_ranks_per_node_, 1, MPI_INT, MPI_MIN, world));
+
+  run_agreed(world, [&] {
+    g.layout_ = resolve_layout(world_size, options.layout, g.min_ranks_per_node_);
+  });
+
+  // tp varies fastest: dims are (dp, pp, tp) in row-major rank order. No reordering, so world
+  // rank r is grid rank r and consecutive ranks (one node under block placement) share a tp
+  // group. The pp axis is periodic for interleaved schedules.
+  const std::array<int, 3> dims{g.layout_.dp, g.layout_.pp, g.layout_.tp};
+  const std::array<int, 3> periods{0, 1, 0};
+  MPI_Comm cart = MPI_COMM_NULL;
+  GRIDLM_MPI_CHECK(MPI_Cart_create(world, 3, dims.data(), periods.data(), 0, &cart));
+  g.cart_ = own_comm(cart);
+  std::array<int, 3> c{};
+  GRIDLM_MPI_CHECK(MPI_Cart_coords(cart, world_rank, 3, c.data()));
+  g.coords_ = Coords{c[0], c[1], c[2]};
+  for (int axis = 0; axis < 3; ++axis) {
+    std::array<int, 3> remain{0, 0, 0};
+    remain[axis] = 1;
+    MPI_Comm sub = MPI_COMM_NULL;
+    GRIDLM_MPI_CHECK(MPI_Cart_sub(cart, remain.data(), &sub));
+    g.axis_[axis] = own_comm(sub);
+  }
+  if (g.layout_.pp > 1) {
+    g.pipe_prev_ = (g.coords_.pp + g.layout_.pp - 1) % g.layout_.pp;
+    g.pipe_next_ = (g.coords_.pp + 1) % g.layout_.pp;
+  }
+  set_grid_coordinates(g.coords_.dp, g.coords_.pp, g.coords_.tp);
+
+  // A tensor group must live on one node unless the user insists.
+  std::array<int, 2> span{g.node_, -g.node_};
+  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, span.data(), 2, MPI_INT, MPI_MIN,
+                                 *g.axis_[static_cast<int>(Axis::tp)]));
+  const int node_lo = span[0], node_hi = -span[1];
+  const int crosses = node_lo != node_hi ? 1 : 0;
+  int any_crosses = 0;
+  GRIDLM_MPI_CHECK(MPI_Allreduce(&crosses, &any_crosses, 1, MPI_INT, MPI_MAX, world));
+  g.tp_crosses_nodes_ = any_crosses != 0;
+  if (!options.allow_tp_across_nodes) {
+    agree_on_errors(world, crosses ? tp_node_message(g.layout_, world_rank - g.coords_.tp, node_lo,
+                                                     node_hi, g.min_ranks_per_node_, world_size)
+                                   : std::string());
+  }
+  return g;
+}
+
+MPI_Comm Grid::axis_comm(Axis axis) const { return *axis_[static_cast<int>(axis)]; }
+
+MpiCommHandle Grid::axis_handle(Axis axis) const { return axis_[static_cast<int>(axis)]; }
+
+std::unique_ptr<Comm> Grid::make_mpi_comm(Axis axis) const {
+  return std::make_unique<MpiComm>(axis_handle(axis));
+}
+
+std::vector<RankInfo> Grid::gather_table() const {
+  constexpr int host_len = 256;
+  const int n = size();
+  std::array<int, 4> mine{coords_.dp, coords_.pp, coords_.tp, node_};
+  std::vector<int> all(4 * static_cast<std::size_t>(n));
+  GRIDLM_MPI_CHECK(MPI_Allgather(mine.data(), 4, MPI_INT, all.data(), 4, MPI_INT, *cart_));
+  std::array<char, host_len> host{};
+  std::strncpy(host.data(), host_name().c_str(), host_len - 1);
+  std::vector<char> hosts(static_cast<std::size_t>(host_len) * n);
+  GRIDLM_MPI_CHECK(
+      MPI_Allgather(host.data(), host_len, MPI_CHAR, hosts.data(), host_len, MPI_CHAR, *cart_));
+  std::vector<RankInfo> table(n);
+  for (int r = 0; r < n; ++r) {
+    table[r].rank = r;
+    table[r].coords = Coords{all[4 * r], all[4 * r + 1], all[4 * r + 2]};
+    table[r].node = all[4 * r + 3];
+    table[r].host = std::string(&hosts[static_cast<std::size_t>(host_len) * r]);
+  }
+  return table;
+}
+
+} // namespace gridlm::parallel

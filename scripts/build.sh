@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Configures and builds gridlm. Usage: scripts/build.sh [cpu|cuda] [extra cmake args...]
+#   cpu  (default) -> build/       the CPU build: MPI + Kokkos Serial + OpenBLAS
+#   cuda           -> build-cuda/  adds CUDA device code, cuBLAS and NCCL (needs nvcc)
+# Warnings are errors, as in CI. Re-running only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+flavour=${1:-cpu}
+shift || true
+jobs=${GRIDLM_BUILD_JOBS:-$(nproc)}
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+case $flavour in
+  cpu) dir=build; flags=() ;;
+  cuda)
+    dir=build-cuda
+    nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+    if [[ ! -x $nvcc ]]; then
+      echo "build.sh: no CUDA compiler at $nvcc; set CUDACXX to nvcc's path" >&2
+      exit 1
+    fi
+    flags=(-DGRIDLM_ENABLE_CUDA=ON -DGRIDLM_ENABLE_NCCL=ON -DCMAKE_CUDA_COMPILER="$nvcc")
+    ;;
+  *) echo "build.sh: unknown flavour '$flavour'; use cpu or cuda" >&2; exit 2 ;;
+esac
+
+if [[ ! -f $dir/CMakeCache.txt ]]; then
+  cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DGRIDLM_WARNINGS_AS_ERRORS=ON "${flags[@]}" "$@" >"$dir.configure.log" 2>&1 || {
+    cat "$dir.configure.log" >&2
+    exit 1
+  }
+fi
+cmake --build "$dir" --parallel "$jobs"

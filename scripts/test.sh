@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian machine: installs what gridlm needs, builds the CPU
+# configuration and runs every CTest test (unit, MPI at 1-8 ranks, command line, repository
+# checks), after building the CUDA + NCCL configuration too, to prove it compiles and links. Its GPU
+# tests need a GPU and are not run here (ctest -L gpu in build-cuda/ runs them on a GPU node).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh cpu
+
+nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+if [[ -x $nvcc ]]; then
+  echo "test.sh: building the CUDA + NCCL configuration (compile and link only)"
+  bash scripts/build.sh cuda
+  echo "test.sh: CUDA + NCCL build OK"
+elif [[ ${CI:-} == true ]]; then
+  echo "test.sh: CI needs the CUDA build, but there is no nvcc at $nvcc" >&2
+  exit 1
+else
+  echo "test.sh: no nvcc at $nvcc: CUDA build not checked (set CUDACXX to check it)"
+fi
+
+# 8 ranks oversubscribe 2 cores; tests stay correct, only slower.
+ctest --test-dir build --output-on-failure --parallel "$(nproc)" -LE gpu
+

@@ -1,0 +1,48 @@
+# Spack recipe for gridlm: how clusters install it.
+#   spack repo add <gridlm checkout>/spack
+#   spack install gridlm            # CPU: MPI + Kokkos (OpenMP or Serial) + BLAS
+#   spack install gridlm +cuda +nccl cuda_arch=90
+from spack.package import *
+
+
+class Gridlm(CMakePackage, CudaPackage):
+    """Trains GPT-style language models on a data x pipeline x tensor grid of MPI ranks, with
+    parallel HDF5 datasets and checkpoints."""
+
+    homepage = "https://github.com/gridlm/gridlm"
+    git = "https://github.com/gridlm/gridlm.git"
+
+    version("main", branch="main")
+
+    variant("nccl", default=True, when="+cuda", description="NCCL communication backend")
+    variant("tests", default=False, description="Build the GoogleTest suite")
+
+    depends_on("cmake@3.20:", type="build")
+    depends_on("cxx", type="build")
+    depends_on("mpi")
+    depends_on("hdf5+mpi")
+    depends_on("kokkos@3.4:")
+    depends_on("kokkos-kernels@3.4:")
+    depends_on("blas")
+    depends_on("cli11@2:")
+    depends_on("tomlplusplus@3:")
+    depends_on("nlohmann-json@3:")
+    depends_on("fmt@8:")
+    depends_on("googletest", type="build", when="+tests")
+    depends_on("nccl", when="+nccl")
+    depends_on("kokkos+cuda+wrapper", when="+cuda")
+    depends_on("kokkos-kernels+cuda+cublas", when="+cuda")
+
+    def cmake_args(self):
+        args = [
+            self.define_from_variant("GRIDLM_ENABLE_CUDA", "cuda"),
+            self.define_from_variant("GRIDLM_ENABLE_NCCL", "nccl"),
+            self.define_from_variant("GRIDLM_BUILD_TESTS", "tests"),
+            self.define("GRIDLM_BUILD_BENCH", False),
+        ]
+        if self.spec.satisfies("+cuda"):
+            archs = self.spec.variants["cuda_arch"].value
+            args.append(self.define("GRIDLM_CUDA_ARCHITECTURES", ";".join(archs)))
+        if self.spec.satisfies("+nccl"):
+            args.append(self.define("NCCL_ROOT", self.spec["nccl"].prefix))
+        return args

@@ -1,0 +1,53 @@
+// Agreement on failure: an error on any one rank reaches every rank as the same report.
+#include <gtest/gtest.h>
+
+#include <mpi.h>
+
+#include "parallel/agree.hpp"
+#include "parallel/diagnostics.hpp"
+
+using namespace gridlm;
+
+TEST(Agree, NoErrorNoThrow) {
+  EXPECT_NO_THROW(parallel::agree_on_errors(MPI_COMM_WORLD, ""));
+  EXPECT_NO_THROW(parallel::run_agreed(MPI_COMM_WORLD, [] {}));
+}
+
+TEST(Agree, OneRankFailsEveryRankThrowsTheSameReport) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int bad = size - 1;
+  std::string report;
+  try {
+    parallel::run_agreed(MPI_COMM_WORLD, [&] {
+      if (rank == bad) throw Error("bad input in file x.toml");
+    });
+  } catch (const CollectiveError &e) {
+    report = e.what();
+  }
+  EXPECT_EQ(report, "rank " + std::to_string(bad) + ": bad input in file x.toml");
+}
+
+TEST(Agree, IdenticalMessagesAreGroupedByRankRanges) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::string report;
+  try {
+    parallel::agree_on_errors(MPI_COMM_WORLD, rank == 1 ? "other" : "same");
+  } catch (const CollectiveError &e) {
+    report = e.what();
+  }
+  std::string expected;
+  if (size == 1) {
+    expected = "rank 0: same";
+  } else if (size == 2) {
+    expected = "rank 0: same\nrank 1: other";
+  } else if (size == 3) {
+    expected = "ranks 0,2: same\nrank 1: other";
+  } else {
+    expected = "ranks 0,2-" + std::to_string(size - 1) + ": same\nrank 1: other";
+  }
+  EXPECT_EQ(report, expected);
+}

@@ -1,0 +1,179 @@
+// parallel::Comm (MPI backend) on inputs whose results are exact integers in floating point:
+// every collective, blocking and not, point-to-point in a ring, and collectives on each axis
+// of a grid. Runs at 1, 2, 4 and 8 ranks.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <numeric>
+
+#include "parallel/comm_mpi.hpp"
+#include "parallel/diagnostics.hpp"
+#include "parallel/grid.hpp"
+
+using namespace gridlm;
+using namespace gridlm::parallel;
+
+namespace {
+
+MpiComm world_comm() { return MpiComm(borrow_comm(MPI_COMM_WORLD)); }
+
+} // namespace
+
+TEST(MpiComm, RankAndSizeMatchMpi) {
+  MpiComm c = world_comm();
+  int rank = -1, size = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_EQ(c.rank(), rank);
+  EXPECT_EQ(c.size(), size);
+  EXPECT_STREQ(c.backend(), "mpi");
+}
+
+TEST(MpiComm, AllReduceSumMaxMinInPlace) {
+  MpiComm c = world_comm();
+  const int n = c.size(), r = c.rank();
+  std::vector<float> sum(5), mx(5), mn(5);
+  for (int i = 0; i < 5; ++i)
+    sum[i] = mx[i] = mn[i] = float(r * 10 + i);
+  c.all_reduce(Span<float>(sum));
+  c.all_reduce(Span<float>(mx), ReduceOp::max);
+  c.all_reduce(Span<float>(mn), ReduceOp::min);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(sum[i], float(10 * n * (n - 1) / 2 + n * i)) << i;
+    EXPECT_EQ(mx[i], float((n - 1) * 10 + i));
+    EXPECT_EQ(mn[i], float(i));
+  }
+}
+
+TEST(MpiComm, AllReduceOutOfPlaceOtherTypes) {
+  MpiComm c = world_comm();
+  const int n = c.size();
+  const std::vector<std::int64_t> in{std::int64_t(c.rank()) << 40, 1};
+  std::vector<std::int64_t> out(2);
+  c.all_reduce(Span<const std::int64_t>(in), Span<std::int64_t>(out));
+  EXPECT_EQ(out[0], (std::int64_t(n) * (n - 1) / 2) << 40);
+  EXPECT_EQ(out[1], n);
+  std::vector<double> d{0.5 * c.rank()};
+  c.all_reduce(Span<double>(d));
+  EXPECT_DOUBLE_EQ(d[0], 0.25 * n * (n - 1));
+}
+
+TEST(MpiComm, ReduceScatterGivesEachRankItsBlock) {
+  MpiComm c = world_comm();
+  const int n = c.size(), r = c.rank(), per = 3;
+  std::vector<float> in(static_cast<std::size_t>(n) * per);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    in[i] = float(i + 100 * r);
+  std::vector<float> out(per);
+  c.reduce_scatter(Span<const float>(in), Span<float>(out));
+  for (int j = 0; j < per; ++j) {
+    EXPECT_EQ(out[j], float(n * (r * per + j) + 100 * n * (n - 1) / 2));
+  }
+}
+
+TEST(MpiComm, AllGatherConcatenatesInRankOrder) {
+  MpiComm c = world_comm();
+  const int n = c.size();
+  const std::vector<std::int32_t> in{c.rank(), -c.rank()};
+  std::vector<std::int32_t> out(2 * static_cast<std::size_t>(n));
+  c.all_gather(Span<const std::int32_t>(in), Span<std::int32_t>(out));
+  for (int q = 0; q < n; ++q) {
+    EXPECT_EQ(out[2 * q], q);
+    EXPECT_EQ(out[2 * q + 1], -q);
+  }
+}
+
+TEST(MpiComm, BroadcastFromLastRank) {
+  MpiComm c = world_comm();
+  const int root = c.size() - 1;
+  std::vector<float> data(4, c.rank() == root ? 7.0f : -1.0f);
+  c.broadcast(Span<float>(data), root);
+  for (float v : data)
+    EXPECT_EQ(v, 7.0f);
+}
+
+TEST(MpiComm, RingOfNonBlockingSendRecv) {
+  MpiComm c = world_comm();
+  const int n = c.size(), r = c.rank();
+  std::vector<float> out(3, float(r)), in(3, -1.0f);
+  Request recv = c.irecv(Span<float>(in), (r + n - 1) % n, 5);
+  Request send = c.isend(Span<const float>(out), (r + 1) % n, 5);
+  send.wait();
+  recv.wait();
+  for (float v : in)
+    EXPECT_EQ(v, float((r + n - 1) % n));
+  // Blocking forms between ranks 0 and 1.
+  if (n >= 2 && r < 2) {
+    std::vector<std::uint8_t> b(2, std::uint8_t(r + 1));
+    if (r == 0) {
+      c.send(Span<const std::uint8_t>(b), 1, 9);
+    } else {
+      c.recv(Span<std::uint8_t>(b), 0, 9);
+      EXPECT_EQ(b[0], 1);
+    }
+  }
+}
+
+TEST(MpiComm, NonBlockingCollectivesCompleteByTestOrWait) {
+  MpiComm c = world_comm();
+  std::vector<float> a(16, 1.0f), b(16, 2.0f);
+  Request ra = c.iall_reduce(Span<float>(a));
+  Request rb = c.iall_reduce(Span<float>(b), ReduceOp::max);
+  while (!ra.test()) {}
+  rb.wait();
+  EXPECT_TRUE(rb.test());
+  for (float v : a)
+    EXPECT_EQ(v, float(c.size()));
+  for (float v : b)
+    EXPECT_EQ(v, 2.0f);
+  {
+    // A request released unwaited completes in its destructor.
+    std::vector<float> g(static_cast<std::size_t>(c.size()));
+    std::vector<float> one{float(c.rank())};
+    Request rg = c.iall_gather(Span<const float>(one), Span<float>(g));
+    Request moved = std::move(rg);
+    moved = c.ibroadcast(Span<float>(one), 0); // completes the gather first
+    moved.wait();
+    EXPECT_EQ(g.back(), float(c.size() - 1));
+  }
+}
+
+TEST(MpiComm, MismatchedSizesAreRefusedBeforeSending) {
+  MpiComm c = world_comm();
+  std::vector<float> in(c.size() * 2 + 1), out(2), small(1), big(c.size() * 3);
+  EXPECT_THROW(c.reduce_scatter(Span<const float>(in), Span<float>(out)), Error);
+  EXPECT_THROW(c.all_gather(Span<const float>(small), Span<float>(big)), Error);
+  EXPECT_THROW(c.all_reduce(Span<const float>(small), Span<float>(out)), Error);
+  EXPECT_THROW(c.send(Span<const float>(small), c.size()), Error);
+  EXPECT_THROW(c.recv(Span<float>(small), -1), Error);
+  EXPECT_THROW(c.broadcast(Span<float>(small), c.size()), Error);
+  // Still usable afterwards: nothing was posted.
+  std::vector<float> one{1.0f};
+  c.all_reduce(Span<float>(one));
+  EXPECT_EQ(one[0], float(c.size()));
+}
+
+TEST(MpiComm, CollectivesOnEachGridAxis) {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  for (const Layout &l : all_layouts(world)) {
+    GridOptions o;
+    o.layout = {l.dp, l.pp, l.tp};
+    Grid g = Grid::create(MPI_COMM_WORLD, o);
+    const int coord[3] = {g.coords().dp, g.coords().pp, g.coords().tp};
+    const int extent[3] = {l.dp, l.pp, l.tp};
+    for (Axis axis : {Axis::dp, Axis::pp, Axis::tp}) {
+      auto comm = g.make_mpi_comm(axis);
+      const int a = static_cast<int>(axis);
+      ASSERT_EQ(comm->size(), extent[a]);
+      EXPECT_EQ(comm->rank(), coord[a]);
+      // Sum of world ranks along the axis: ranks differ by the axis stride.
+      const int stride = axis == Axis::tp ? 1 : axis == Axis::pp ? l.tp : l.tp * l.pp;
+      std::vector<std::int32_t> v{g.rank()};
+      comm->all_reduce(Span<std::int32_t>(v));
+      const int base = g.rank() - coord[a] * stride;
+      EXPECT_EQ(v[0], extent[a] * base + stride * extent[a] * (extent[a] - 1) / 2)
+          << l.str() << " axis " << axis_name(axis);
+    }
+  }
+}

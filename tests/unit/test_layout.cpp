@@ -1,0 +1,92 @@
+// Layout rules without MPI: parsing axis values, filling automatic axes, and the suggestions
+// printed when a layout cannot work.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
+
+#include "parallel/diagnostics.hpp"
+#include "parallel/layout.hpp"
+
+using gridlm::Error;
+using namespace gridlm::parallel;
+
+namespace {
+
+std::string error_of(int world, LayoutRequest r, int rpn = 8) {
+  try {
+    resolve_layout(world, r, rpn);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(ParseAxis, AcceptsPositiveNumbersAndAuto) {
+  EXPECT_EQ(parse_axis("--tp", "4"), 4);
+  EXPECT_EQ(parse_axis("--tp", "1"), 1);
+  EXPECT_EQ(parse_axis("--tp", "auto"), 0);
+}
+
+TEST(ParseAxis, RejectsEverythingElseNamingTheOption) {
+  for (const char *bad : {"0", "-1", "two", "", "2.5", "4x", "1234567890", " 2", "AUTO"}) {
+    try {
+      parse_axis("--pp", bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("--pp"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(AllLayouts, EnumeratesEveryFactorisationOnce) {
+  const std::vector<Layout> eight = all_layouts(8);
+  EXPECT_EQ(eight.size(), 10u); // ordered triples with product 8 = C(3+2, 2)
+  std::set<std::tuple<int, int, int>> seen;
+  for (const Layout &l : eight) {
+    EXPECT_EQ(l.size(), 8);
+    EXPECT_TRUE(seen.insert({l.dp, l.pp, l.tp}).second);
+  }
+  EXPECT_EQ(all_layouts(1).size(), 1u);
+  EXPECT_EQ(all_layouts(12).size(), 18u);
+}
+
+TEST(ResolveLayout, FixedAxesMustMultiplyToTheWorld) {
+  EXPECT_EQ(resolve_layout(8, {2, 2, 2}, 8), (Layout{2, 2, 2}));
+  const std::string msg = error_of(8, {3, 2, 2});
+  EXPECT_NE(msg.find("12 ranks, but the job has 8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--dp 2 --pp 2 --tp 2"), std::string::npos) << msg;
+  // The closest layout (keeping pp and tp) is suggested first.
+  EXPECT_LT(msg.find("--dp 2 --pp 2 --tp 2"), msg.find("--dp 8 --pp 1 --tp 1")) << msg;
+}
+
+TEST(ResolveLayout, AutoAxesFillWhatIsLeft) {
+  EXPECT_EQ(resolve_layout(8, {0, 1, 1}, 8), (Layout{8, 1, 1}));
+  EXPECT_EQ(resolve_layout(8, {0, 2, 2}, 8), (Layout{2, 2, 2}));
+  EXPECT_EQ(resolve_layout(8, {2, 0, 2}, 8), (Layout{2, 2, 2}));
+  EXPECT_EQ(resolve_layout(8, {2, 2, 0}, 8), (Layout{2, 2, 2}));
+  // tp=auto fills a node, dp takes the rest.
+  EXPECT_EQ(resolve_layout(16, {0, 1, 0}, 4), (Layout{4, 1, 4}));
+  // tp=auto never exceeds a node even when more ranks are left.
+  EXPECT_EQ(resolve_layout(12, {1, 0, 0}, 4), (Layout{1, 3, 4}));
+  // pp=auto stays 1 when dp is automatic too.
+  EXPECT_EQ(resolve_layout(8, {0, 0, 1}, 8), (Layout{8, 1, 1}));
+  EXPECT_EQ(resolve_layout(8, {0, 0, 0}, 2), (Layout{4, 1, 2}));
+  EXPECT_EQ(resolve_layout(1, {0, 0, 0}, 1), (Layout{1, 1, 1}));
+}
+
+TEST(ResolveLayout, AutoCannotRescueAnIndivisibleWorld) {
+  const std::string msg = error_of(8, {0, 3, 1});
+  EXPECT_NE(msg.find("multiple of 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Layouts of 8 ranks that would work"), std::string::npos) << msg;
+  EXPECT_NE(error_of(4, {0, 1, 8}), "");
+}
+
+TEST(ResolveLayout, SuggestionsAreCappedAndValid) {
+  const std::vector<Layout> s = suggest_layouts(1024, {3, 1, 1}, 4, 10);
+  EXPECT_EQ(s.size(), 10u);
+  for (const Layout &l : s)
+    EXPECT_EQ(l.size(), 1024);
+}
