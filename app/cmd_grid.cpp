@@ -21,14 +21,14 @@ struct GridCommand {
   bool json = false; // print JSON instead of a table
 };
 
-std::string as_text(const parallel::Grid &grid, const std::vector<parallel::RankInfo> &table,
-                    const std::optional<SlurmInfo> &slurm) {
+std::string as_text(const parallel::Grid& grid, const std::vector<parallel::RankInfo>& table,
+                    const std::optional<SlurmInfo>& slurm) {
   std::string out = fmt::format("grid: {} ranks = {} on {} node{} ({} ranks per node at least)\n",
                                 grid.size(), grid.layout().str(), grid.num_nodes(),
                                 grid.num_nodes() == 1 ? "" : "s", grid.min_ranks_per_node());
   out +=
       fmt::format("{:>6} {:>4} {:>4} {:>4} {:>5}  {}\n", "rank", "dp", "pp", "tp", "node", "host");
-  for (const parallel::RankInfo &r : table) {
+  for (const parallel::RankInfo& r : table) {
     out += fmt::format("{:>6} {:>4} {:>4} {:>4} {:>5}  {}\n", r.rank, r.coords.dp, r.coords.pp,
                        r.coords.tp, r.node, r.host);
   }
@@ -40,15 +40,15 @@ std::string as_text(const parallel::Grid &grid, const std::vector<parallel::Rank
   return out;
 }
 
-std::string as_json(const parallel::Grid &grid, const std::vector<parallel::RankInfo> &table,
-                    const std::optional<SlurmInfo> &slurm) {
+std::string as_json(const parallel::Grid& grid, const std::vector<parallel::RankInfo>& table,
+                    const std::optional<SlurmInfo>& slurm) {
   nlohmann::json j;
   j["world_size"] = grid.size();
   j["layout"] = {{"dp", grid.layout().dp}, {"pp", grid.layout().pp}, {"tp", grid.layout().tp}};
   j["nodes"] = grid.num_nodes();
   j["tp_crosses_nodes"] = grid.tp_crosses_nodes();
   j["ranks"] = nlohmann::json::array();
-  for (const parallel::RankInfo &r : table) {
+  for (const parallel::RankInfo& r : table) {
     j["ranks"].push_back({{"rank", r.rank},
                           {"dp", r.coords.dp},
                           {"pp", r.coords.pp},
@@ -66,7 +66,7 @@ std::string as_json(const parallel::Grid &grid, const std::vector<parallel::Rank
   return j.dump(2) + "\n";
 }
 
-void run(const GridCommand &cmd) {
+void run(const GridCommand& cmd) {
   parallel::GridOptions options;
   parallel::run_agreed(MPI_COMM_WORLD, [&] { options = to_grid_options(cmd.flags); });
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, options);
@@ -81,9 +81,9 @@ void run(const GridCommand &cmd) {
 
 } // namespace
 
-void add_grid_command(CLI::App &app) {
+void add_grid_command(CLI::App& app) {
   auto cmd = std::make_shared<GridCommand>();
-  CLI::App *sub = app.add_subcommand(
+  CLI::App* sub = app.add_subcommand(
       "grid", "Lay the ranks out on a dp x pp x tp grid, as training would, and print it");
   add_grid_flags(*sub, cmd->flags);
   sub->add_flag("--json", cmd->json, "Print the grid as JSON");

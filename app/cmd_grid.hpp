@@ -6,6 +6,6 @@
 namespace gridlm::app {
 
 // Adds the subcommand to `app`; it runs when selected.
-void add_grid_command(CLI::App &app);
+void add_grid_command(CLI::App& app);
 
 } // namespace gridlm::app

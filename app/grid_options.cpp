@@ -3,7 +3,7 @@
 
 namespace gridlm::app {
 
-void add_grid_flags(CLI::App &cmd, GridFlags &flags) {
+void add_grid_flags(CLI::App& cmd, GridFlags& flags) {
   cmd.add_option("--dp", flags.dp, "Data-parallel replicas: a number or 'auto' (what is left)")
       ->capture_default_str();
   cmd.add_option("--pp", flags.pp, "Pipeline stages: a number or 'auto'")->capture_default_str();
@@ -18,7 +18,7 @@ void add_grid_flags(CLI::App &cmd, GridFlags &flags) {
       ->group("Testing");
 }
 
-parallel::GridOptions to_grid_options(const GridFlags &flags) {
+parallel::GridOptions to_grid_options(const GridFlags& flags) {
   parallel::GridOptions options;
   options.layout.dp = parallel::parse_axis("--dp", flags.dp);
   options.layout.pp = parallel::parse_axis("--pp", flags.pp);

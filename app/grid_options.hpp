@@ -18,9 +18,9 @@ struct GridFlags {
   int simulate_ranks_per_node = 0;    // testing aid: pretend nodes of this many ranks
 };
 
-void add_grid_flags(CLI::App &cmd, GridFlags &flags);
+void add_grid_flags(CLI::App& cmd, GridFlags& flags);
 
 // Parses the axis values; throws gridlm::Error naming the flag on bad input.
-parallel::GridOptions to_grid_options(const GridFlags &flags);
+parallel::GridOptions to_grid_options(const GridFlags& flags);
 
 } // namespace gridlm::app

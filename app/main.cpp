@@ -29,7 +29,7 @@ std::string version_text() {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   gridlm::parallel::MpiRuntime mpi(argc, argv);
 
   CLI::App app{"gridlm: trains GPT-style language models on a data x pipeline x tensor grid "
@@ -43,17 +43,17 @@ int main(int argc, char **argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
+  } catch (const CLI::ParseError& e) {
     // Every rank parses the same command line, so every rank fails alike; one report is enough.
     if (mpi.rank() == 0) return app.exit(e);
     return e.get_exit_code();
-  } catch (const gridlm::CollectiveError &e) {
+  } catch (const gridlm::CollectiveError& e) {
     if (mpi.rank() == 0) {
       std::fprintf(stderr, "gridlm: error\n%s\n", e.what());
       std::fflush(stderr);
     }
     return 1;
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     gridlm::abort_job(e.what());
   }
   return 0;

@@ -8,8 +8,8 @@
 namespace gridlm::app {
 namespace {
 
-std::string env(const char *name) {
-  const char *v = std::getenv(name);
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
 }
 
@@ -27,8 +27,8 @@ std::optional<SlurmInfo> read_slurm_environment() {
   return info;
 }
 
-std::string describe_slurm(const SlurmInfo &info, int world_size) {
-  auto or_unset = [](const std::string &s) { return s.empty() ? std::string("unset") : s; };
+std::string describe_slurm(const SlurmInfo& info, int world_size) {
+  auto or_unset = [](const std::string& s) { return s.empty() ? std::string("unset") : s; };
   std::string line = fmt::format("slurm: job {}, {} nodes ({}), {} tasks, tasks per node {}",
                                  info.job_id, or_unset(info.nodes), or_unset(info.node_list),
                                  or_unset(info.tasks), or_unset(info.tasks_per_node));

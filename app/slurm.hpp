@@ -20,6 +20,6 @@ std::optional<SlurmInfo> read_slurm_environment();
 
 // One line for the start-up report; adds a warning when SLURM_NTASKS differs from `world_size`
 // (for instance the binary was started without srun inside an allocation).
-std::string describe_slurm(const SlurmInfo &info, int world_size);
+std::string describe_slurm(const SlurmInfo& info, int world_size);
 
 } // namespace gridlm::app

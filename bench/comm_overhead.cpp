@@ -22,7 +22,7 @@ double median(std::vector<double> v) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   gridlm::parallel::MpiRuntime mpi(argc, argv);
   int reps = 200;
   for (int i = 1; i + 1 < argc; ++i) {

@@ -8,16 +8,16 @@
 namespace gridlm::io::detail {
 namespace {
 
-herr_t keep_innermost(unsigned n, const H5E_error2_t *err, void *data) {
+herr_t keep_innermost(unsigned n, const H5E_error2_t* err, void* data) {
   if (n == 0 && err != nullptr && err->desc != nullptr) {
-    *static_cast<std::string *>(data) = fmt::format("{} (in {})", err->desc, err->func_name);
+    *static_cast<std::string*>(data) = fmt::format("{} (in {})", err->desc, err->func_name);
   }
   return 0;
 }
 
 } // namespace
 
-void throw_h5_error(const char *call, const char *file, int line) {
+void throw_h5_error(const char* call, const char* file, int line) {
   std::string detail = "no detail from HDF5";
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, &detail);
   H5Eclear2(H5E_DEFAULT);

@@ -8,7 +8,7 @@
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::io::detail {
-[[noreturn]] void throw_h5_error(const char *call, const char *file, int line);
+[[noreturn]] void throw_h5_error(const char* call, const char* file, int line);
 } // namespace gridlm::io::detail
 
 #define GRIDLM_H5_CHECK(call)                                                                      \

@@ -12,16 +12,16 @@ class H5Handle {
 public:
   H5Handle() = default;
   explicit H5Handle(hid_t id) : id_(id) {}
-  H5Handle(H5Handle &&o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)) {}
-  H5Handle &operator=(H5Handle &&o) noexcept {
+  H5Handle(H5Handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)) {}
+  H5Handle& operator=(H5Handle&& o) noexcept {
     if (this != &o) {
       reset();
       id_ = std::exchange(o.id_, H5I_INVALID_HID);
     }
     return *this;
   }
-  H5Handle(const H5Handle &) = delete;
-  H5Handle &operator=(const H5Handle &) = delete;
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
   ~H5Handle() { reset(); }
 
   hid_t get() const { return id_; }

@@ -33,7 +33,7 @@ void select_range(hid_t space, std::uint64_t offset, std::uint64_t count) {
 }
 
 // H5Fis_accessible replaced H5Fis_hdf5 in 1.12; Debian 12 ships 1.10.
-htri_t is_hdf5(const std::string &path) {
+htri_t is_hdf5(const std::string& path) {
 #if H5_VERSION_GE(1, 12, 0)
   return H5Fis_accessible(path.c_str(), H5P_DEFAULT);
 #else
@@ -45,7 +45,7 @@ htri_t is_hdf5(const std::string &path) {
 
 void quiet_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
-ParallelFile ParallelFile::create(MPI_Comm comm, const std::string &path) {
+ParallelFile ParallelFile::create(MPI_Comm comm, const std::string& path) {
   quiet_hdf5_errors();
   H5Handle fapl = mpio_access(comm);
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
@@ -57,7 +57,7 @@ ParallelFile ParallelFile::create(MPI_Comm comm, const std::string &path) {
   return ParallelFile(path, H5Handle(id));
 }
 
-ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string &path) {
+ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string& path) {
   quiet_hdf5_errors();
   if (access(path.c_str(), R_OK) != 0) {
     throw Error(
@@ -75,7 +75,7 @@ ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string &path) {
   return ParallelFile(path, H5Handle(id));
 }
 
-void ParallelFile::write_floats(const std::string &name, std::uint64_t global_size,
+void ParallelFile::write_floats(const std::string& name, std::uint64_t global_size,
                                 std::uint64_t offset, Span<const float> local) {
   if (offset + local.size() > global_size) {
     throw Error(fmt::format("write of '{}' in '{}': range [{}, {}) is outside its {} elements; "
@@ -96,7 +96,7 @@ void ParallelFile::write_floats(const std::string &name, std::uint64_t global_si
                            dxpl.get(), local.data()));
 }
 
-std::uint64_t ParallelFile::dataset_size(const std::string &name) {
+std::uint64_t ParallelFile::dataset_size(const std::string& name) {
   if (H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) <= 0) {
     throw Error(fmt::format("'{}' has no dataset '{}'; on {}", path_, name, where()));
   }
@@ -110,7 +110,7 @@ std::uint64_t ParallelFile::dataset_size(const std::string &name) {
   return dims;
 }
 
-void ParallelFile::read_floats(const std::string &name, std::uint64_t offset, Span<float> out) {
+void ParallelFile::read_floats(const std::string& name, std::uint64_t offset, Span<float> out) {
   const std::uint64_t size = dataset_size(name);
   if (offset + out.size() > size) {
     throw Error(fmt::format("read of '{}' in '{}': range [{}, {}) is outside its {} elements; "

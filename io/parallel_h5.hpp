@@ -20,20 +20,20 @@ class ParallelFile {
 public:
   // Collective over `comm`. create() truncates; open_read() fails with a clear error naming the
   // path when it is missing or not HDF5.
-  static ParallelFile create(MPI_Comm comm, const std::string &path);
-  static ParallelFile open_read(MPI_Comm comm, const std::string &path);
+  static ParallelFile create(MPI_Comm comm, const std::string& path);
+  static ParallelFile open_read(MPI_Comm comm, const std::string& path);
 
-  const std::string &path() const { return path_; }
+  const std::string& path() const { return path_; }
   hid_t id() const { return file_.get(); }
 
   // Collective: writes `local` at [offset, offset + local.size()) of a dataset of `global_size`
   // floats named `name` (created here).
-  void write_floats(const std::string &name, std::uint64_t global_size, std::uint64_t offset,
+  void write_floats(const std::string& name, std::uint64_t global_size, std::uint64_t offset,
                     Span<const float> local);
   // Collective: reads [offset, offset + out.size()) of dataset `name`. Checks the range.
-  void read_floats(const std::string &name, std::uint64_t offset, Span<float> out);
+  void read_floats(const std::string& name, std::uint64_t offset, Span<float> out);
   // Number of elements of 1-D dataset `name`.
-  std::uint64_t dataset_size(const std::string &name);
+  std::uint64_t dataset_size(const std::string& name);
 
   // Closes the file collectively (also done by the destructor).
   void close() { file_.reset(); }

@@ -12,18 +12,18 @@ namespace gridlm::layers {
 
 std::string blas_library_path() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void *>(&sgemm_), &info) == 0 || info.dli_fname == nullptr) return "";
+  if (dladdr(reinterpret_cast<void*>(&sgemm_), &info) == 0 || info.dli_fname == nullptr) return "";
   char resolved[PATH_MAX] = {};
   if (realpath(info.dli_fname, resolved) == nullptr) return info.dli_fname;
   return resolved;
 }
 
-bool is_reference_blas(const std::string &path) {
+bool is_reference_blas(const std::string& path) {
   // Debian's netlib build lives in .../blas/; elsewhere (Spack's netlib-lapack) a bare
   // libblas.so that names no optimised implementation is the reference one too.
   if (path.find("/blas/libblas") != std::string::npos) return true;
   if (path.find("libblas.so") == std::string::npos) return false;
-  for (const char *fast : {"openblas", "blis", "mkl", "atlas", "armpl", "cray"}) {
+  for (const char* fast : {"openblas", "blis", "mkl", "atlas", "armpl", "cray"}) {
     if (path.find(fast) != std::string::npos) return false;
   }
   return true;

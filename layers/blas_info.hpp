@@ -11,6 +11,6 @@ namespace gridlm::layers {
 std::string blas_library_path();
 
 // True for the netlib reference implementation (Debian's /usr/lib/<arch>/blas/libblas.so.3).
-bool is_reference_blas(const std::string &path);
+bool is_reference_blas(const std::string& path);
 
 } // namespace gridlm::layers

@@ -6,8 +6,8 @@
 
 namespace gridlm::layers {
 
-using Matrix = Kokkos::View<float **, Kokkos::LayoutRight>;
-using ConstMatrix = Kokkos::View<const float **, Kokkos::LayoutRight>;
+using Matrix = Kokkos::View<float**, Kokkos::LayoutRight>;
+using ConstMatrix = Kokkos::View<const float**, Kokkos::LayoutRight>;
 
 enum class Trans { no, yes };
 

@@ -7,7 +7,7 @@
 
 namespace gridlm::layers {
 
-KokkosRuntime::KokkosRuntime(int &argc, char **argv) {
+KokkosRuntime::KokkosRuntime(int& argc, char** argv) {
   if (!Kokkos::is_initialized()) Kokkos::initialize(argc, argv);
 }
 

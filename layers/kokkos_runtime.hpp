@@ -8,10 +8,10 @@ namespace gridlm::layers {
 
 class KokkosRuntime {
 public:
-  KokkosRuntime(int &argc, char **argv);
+  KokkosRuntime(int& argc, char** argv);
   ~KokkosRuntime();
-  KokkosRuntime(const KokkosRuntime &) = delete;
-  KokkosRuntime &operator=(const KokkosRuntime &) = delete;
+  KokkosRuntime(const KokkosRuntime&) = delete;
+  KokkosRuntime& operator=(const KokkosRuntime&) = delete;
 };
 
 // "Kokkos 3.4.1, execution space Serial"

@@ -13,7 +13,7 @@ namespace gridlm::parallel {
 namespace {
 
 // "0-3,6" from a sorted list of ranks.
-std::string rank_ranges(const std::vector<int> &ranks) {
+std::string rank_ranges(const std::vector<int>& ranks) {
   std::string out;
   for (std::size_t i = 0; i < ranks.size();) {
     std::size_t j = i;
@@ -28,7 +28,7 @@ std::string rank_ranges(const std::vector<int> &ranks) {
 
 } // namespace
 
-void agree_on_errors(MPI_Comm comm, const std::string &local_error) {
+void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
   const int mine = local_error.empty() ? 0 : 1;
   int failures = 0;
   GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm));
@@ -54,7 +54,7 @@ void agree_on_errors(MPI_Comm comm, const std::string &local_error) {
     if (lens[r] == 0) continue;
     std::string text = all.substr(offsets[r], lens[r]);
     auto it =
-        std::find_if(groups.begin(), groups.end(), [&](const auto &g) { return g.first == text; });
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == text; });
     if (it == groups.end()) {
       groups.push_back({std::move(text), {r}});
     } else {
@@ -62,7 +62,7 @@ void agree_on_errors(MPI_Comm comm, const std::string &local_error) {
     }
   }
   std::string report;
-  for (const auto &[text, ranks] : groups) {
+  for (const auto& [text, ranks] : groups) {
     if (!report.empty()) report += "\n";
     report +=
         fmt::format("{} {}: {}", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks), text);
@@ -70,13 +70,13 @@ void agree_on_errors(MPI_Comm comm, const std::string &local_error) {
   throw CollectiveError(report);
 }
 
-void run_agreed(MPI_Comm comm, const std::function<void()> &body) {
+void run_agreed(MPI_Comm comm, const std::function<void()>& body) {
   std::string error;
   try {
     body();
-  } catch (const CollectiveError &) {
+  } catch (const CollectiveError&) {
     throw;
-  } catch (const Error &e) {
+  } catch (const Error& e) {
     error = e.what();
   }
   agree_on_errors(comm, error);

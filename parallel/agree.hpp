@@ -12,9 +12,9 @@ namespace gridlm::parallel {
 
 // Collective. `local_error` is empty on ranks that are fine. When any rank failed, every rank
 // throws CollectiveError whose text groups identical messages by rank ("ranks 0-7: ...").
-void agree_on_errors(MPI_Comm comm, const std::string &local_error);
+void agree_on_errors(MPI_Comm comm, const std::string& local_error);
 
 // Runs `body` and agrees on whether it threw gridlm::Error on any rank.
-void run_agreed(MPI_Comm comm, const std::function<void()> &body);
+void run_agreed(MPI_Comm comm, const std::function<void()>& body);
 
 } // namespace gridlm::parallel

@@ -9,7 +9,7 @@
 
 namespace gridlm::parallel {
 
-Request &Request::operator=(Request &&other) noexcept {
+Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
     if (impl_) {
       // Complete the transfer this request owned before taking another.
@@ -24,7 +24,7 @@ Request::~Request() {
   if (!impl_) return;
   try {
     impl_->wait();
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     // A destructor cannot throw; a transfer that failed here cannot be recovered either.
     abort_job(fmt::format("a communication request failed while being released: {}", e.what()));
   }
@@ -43,10 +43,10 @@ bool Request::test() {
   return true;
 }
 
-Group::Group(Comm &comm) : comm_(comm) { comm_.begin_group(); }
+Group::Group(Comm& comm) : comm_(comm) { comm_.begin_group(); }
 Group::~Group() noexcept(false) { comm_.end_group(); }
 
-void Comm::check_sizes(const char *op, std::size_t big, std::size_t small, int factor) const {
+void Comm::check_sizes(const char* op, std::size_t big, std::size_t small, int factor) const {
   if (big != small * static_cast<std::size_t>(factor)) {
     throw Error(fmt::format("{}: buffer sizes do not match on {} ranks: {} elements against {} "
                             "(expected {} x {}); on {}",
@@ -54,7 +54,7 @@ void Comm::check_sizes(const char *op, std::size_t big, std::size_t small, int f
   }
 }
 
-void Comm::check_peer(const char *what, int peer) const {
+void Comm::check_peer(const char* what, int peer) const {
   if (peer < 0 || peer >= size_) {
     throw Error(fmt::format("{} {} is outside the communicator of {} ranks; on {}", what, peer,
                             size_, where()));

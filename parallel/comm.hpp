@@ -27,10 +27,10 @@ public:
 
   Request() = default;
   explicit Request(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-  Request(Request &&) noexcept = default;
-  Request &operator=(Request &&other) noexcept;
-  Request(const Request &) = delete;
-  Request &operator=(const Request &) = delete;
+  Request(Request&&) noexcept = default;
+  Request& operator=(Request&& other) noexcept;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
   ~Request();
 
   void wait();
@@ -46,13 +46,13 @@ class Comm;
 // Scope of a group of transfers: begin_group() now, end_group() at the end of the scope.
 class Group {
 public:
-  explicit Group(Comm &comm);
+  explicit Group(Comm& comm);
   ~Group() noexcept(false);
-  Group(const Group &) = delete;
-  Group &operator=(const Group &) = delete;
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
 
 private:
-  Comm &comm_;
+  Comm& comm_;
 };
 
 class Comm {
@@ -60,7 +60,7 @@ public:
   virtual ~Comm() = default;
   int rank() const { return rank_; }
   int size() const { return size_; }
-  virtual const char *backend() const = 0;
+  virtual const char* backend() const = 0;
 
   // Transfers posted between begin_group() and end_group() progress together. NCCL needs this
   // for two ranks that send to each other (each send would otherwise wait for a receive queued
@@ -141,17 +141,17 @@ protected:
 
   // Backends implement these on untyped buffers; the typed templates are the only callers.
   // For in-place operations in == out.
-  virtual Request start_all_reduce(const void *in, void *out, std::size_t count, DType type,
+  virtual Request start_all_reduce(const void* in, void* out, std::size_t count, DType type,
                                    ReduceOp op, Mode mode) = 0;
-  virtual Request start_reduce_scatter(const void *in, void *out, std::size_t count_per_rank,
+  virtual Request start_reduce_scatter(const void* in, void* out, std::size_t count_per_rank,
                                        DType type, ReduceOp op, Mode mode) = 0;
-  virtual Request start_all_gather(const void *in, void *out, std::size_t count_per_rank,
+  virtual Request start_all_gather(const void* in, void* out, std::size_t count_per_rank,
                                    DType type, Mode mode) = 0;
-  virtual Request start_broadcast(void *data, std::size_t count, DType type, int root,
+  virtual Request start_broadcast(void* data, std::size_t count, DType type, int root,
                                   Mode mode) = 0;
-  virtual Request start_send(const void *data, std::size_t count, DType type, int peer, int tag,
+  virtual Request start_send(const void* data, std::size_t count, DType type, int peer, int tag,
                              Mode mode) = 0;
-  virtual Request start_recv(void *data, std::size_t count, DType type, int peer, int tag,
+  virtual Request start_recv(void* data, std::size_t count, DType type, int peer, int tag,
                              Mode mode) = 0;
 
 private:
@@ -187,8 +187,8 @@ private:
   }
 
   // Throws unless big == factor * small.
-  void check_sizes(const char *op, std::size_t big, std::size_t small, int factor) const;
-  void check_peer(const char *what, int peer) const;
+  void check_sizes(const char* op, std::size_t big, std::size_t small, int factor) const;
+  void check_peer(const char* what, int peer) const;
 
   int rank_ = 0;
   int size_ = 1;

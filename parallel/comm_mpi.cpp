@@ -13,7 +13,7 @@ namespace {
 class MpiRequest final : public Request::Impl {
 public:
   MpiRequest() = default;
-  MPI_Request *handle() { return &request_; }
+  MPI_Request* handle() { return &request_; }
   void wait() override { GRIDLM_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
   bool test() override {
     int done = 0;
@@ -35,7 +35,7 @@ MPI_Op mpi_op(ReduceOp op) {
 }
 
 // MPI-3 counts are int; larger buffers must be split by the caller (gradient buckets are).
-int mpi_count(std::size_t count, const char *op) {
+int mpi_count(std::size_t count, const char* op) {
   if (count > static_cast<std::size_t>(INT_MAX)) {
     throw Error(fmt::format("{}: {} elements exceed MPI's int count limit; split the buffer "
                             "into buckets; on {}",
@@ -61,9 +61,9 @@ int comm_size(MPI_Comm comm) {
 MpiComm::MpiComm(MpiCommHandle comm)
     : Comm(comm_rank(*comm), comm_size(*comm)), comm_(std::move(comm)) {}
 
-Request MpiComm::start_all_reduce(const void *in, void *out, std::size_t count, DType type,
+Request MpiComm::start_all_reduce(const void* in, void* out, std::size_t count, DType type,
                                   ReduceOp op, Mode mode) {
-  const void *send = in == out ? MPI_IN_PLACE : in;
+  const void* send = in == out ? MPI_IN_PLACE : in;
   const int n = mpi_count(count, "all_reduce");
   if (mode == Mode::blocking) {
     GRIDLM_MPI_CHECK(MPI_Allreduce(send, out, n, mpi_datatype(type), mpi_op(op), *comm_));
@@ -75,7 +75,7 @@ Request MpiComm::start_all_reduce(const void *in, void *out, std::size_t count, 
   return Request(std::move(req));
 }
 
-Request MpiComm::start_reduce_scatter(const void *in, void *out, std::size_t count_per_rank,
+Request MpiComm::start_reduce_scatter(const void* in, void* out, std::size_t count_per_rank,
                                       DType type, ReduceOp op, Mode mode) {
   const int n = mpi_count(count_per_rank, "reduce_scatter");
   if (mode == Mode::blocking) {
@@ -88,7 +88,7 @@ Request MpiComm::start_reduce_scatter(const void *in, void *out, std::size_t cou
   return Request(std::move(req));
 }
 
-Request MpiComm::start_all_gather(const void *in, void *out, std::size_t count_per_rank, DType type,
+Request MpiComm::start_all_gather(const void* in, void* out, std::size_t count_per_rank, DType type,
                                   Mode mode) {
   const int n = mpi_count(count_per_rank, "all_gather");
   const MPI_Datatype t = mpi_datatype(type);
@@ -101,7 +101,7 @@ Request MpiComm::start_all_gather(const void *in, void *out, std::size_t count_p
   return Request(std::move(req));
 }
 
-Request MpiComm::start_broadcast(void *data, std::size_t count, DType type, int root, Mode mode) {
+Request MpiComm::start_broadcast(void* data, std::size_t count, DType type, int root, Mode mode) {
   const int n = mpi_count(count, "broadcast");
   if (mode == Mode::blocking) {
     GRIDLM_MPI_CHECK(MPI_Bcast(data, n, mpi_datatype(type), root, *comm_));
@@ -112,7 +112,7 @@ Request MpiComm::start_broadcast(void *data, std::size_t count, DType type, int 
   return Request(std::move(req));
 }
 
-Request MpiComm::start_send(const void *data, std::size_t count, DType type, int peer, int tag,
+Request MpiComm::start_send(const void* data, std::size_t count, DType type, int peer, int tag,
                             Mode mode) {
   const int n = mpi_count(count, "send");
   if (mode == Mode::blocking) {
@@ -124,7 +124,7 @@ Request MpiComm::start_send(const void *data, std::size_t count, DType type, int
   return Request(std::move(req));
 }
 
-Request MpiComm::start_recv(void *data, std::size_t count, DType type, int peer, int tag,
+Request MpiComm::start_recv(void* data, std::size_t count, DType type, int peer, int tag,
                             Mode mode) {
   const int n = mpi_count(count, "recv");
   if (mode == Mode::blocking) {

@@ -13,20 +13,20 @@ int comm_size(MPI_Comm comm);
 class MpiComm final : public Comm {
 public:
   explicit MpiComm(MpiCommHandle comm);
-  const char *backend() const override { return "mpi"; }
+  const char* backend() const override { return "mpi"; }
   MPI_Comm raw() const { return *comm_; }
 
 protected:
-  Request start_all_reduce(const void *in, void *out, std::size_t count, DType type, ReduceOp op,
+  Request start_all_reduce(const void* in, void* out, std::size_t count, DType type, ReduceOp op,
                            Mode mode) override;
-  Request start_reduce_scatter(const void *in, void *out, std::size_t count_per_rank, DType type,
+  Request start_reduce_scatter(const void* in, void* out, std::size_t count_per_rank, DType type,
                                ReduceOp op, Mode mode) override;
-  Request start_all_gather(const void *in, void *out, std::size_t count_per_rank, DType type,
+  Request start_all_gather(const void* in, void* out, std::size_t count_per_rank, DType type,
                            Mode mode) override;
-  Request start_broadcast(void *data, std::size_t count, DType type, int root, Mode mode) override;
-  Request start_send(const void *data, std::size_t count, DType type, int peer, int tag,
+  Request start_broadcast(void* data, std::size_t count, DType type, int root, Mode mode) override;
+  Request start_send(const void* data, std::size_t count, DType type, int peer, int tag,
                      Mode mode) override;
-  Request start_recv(void *data, std::size_t count, DType type, int peer, int tag,
+  Request start_recv(void* data, std::size_t count, DType type, int peer, int tag,
                      Mode mode) override;
 
 private:

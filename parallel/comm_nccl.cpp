@@ -10,7 +10,7 @@
 
 namespace gridlm::detail {
 
-void throw_nccl_error(ncclResult_t code, const char *call, const char *file, int line) {
+void throw_nccl_error(ncclResult_t code, const char* call, const char* file, int line) {
   throw Error(fmt::format("NCCL call {} failed: {} ({}:{}; {})", call, ncclGetErrorString(code),
                           file, line, where()));
 }
@@ -49,8 +49,8 @@ public:
     GRIDLM_CUDA_CHECK(cudaEventRecord(event_, stream));
   }
   ~CudaEventRequest() override { cudaEventDestroy(event_); }
-  CudaEventRequest(const CudaEventRequest &) = delete;
-  CudaEventRequest &operator=(const CudaEventRequest &) = delete;
+  CudaEventRequest(const CudaEventRequest&) = delete;
+  CudaEventRequest& operator=(const CudaEventRequest&) = delete;
   void wait() override { GRIDLM_CUDA_CHECK(cudaEventSynchronize(event_)); }
   bool test() override {
     const cudaError_t rc = cudaEventQuery(event_);
@@ -136,38 +136,38 @@ Request NcclComm::record() {
   return Request(std::make_unique<CudaEventRequest>(stream_));
 }
 
-Request NcclComm::start_all_reduce(const void *in, void *out, std::size_t count, DType type,
+Request NcclComm::start_all_reduce(const void* in, void* out, std::size_t count, DType type,
                                    ReduceOp op, Mode /*always asynchronous*/) {
   GRIDLM_NCCL_CHECK(ncclAllReduce(in, out, count, nccl_type(type), nccl_op(op), nccl_, stream_));
   return record();
 }
 
-Request NcclComm::start_reduce_scatter(const void *in, void *out, std::size_t count_per_rank,
+Request NcclComm::start_reduce_scatter(const void* in, void* out, std::size_t count_per_rank,
                                        DType type, ReduceOp op, Mode /*always asynchronous*/) {
   GRIDLM_NCCL_CHECK(
       ncclReduceScatter(in, out, count_per_rank, nccl_type(type), nccl_op(op), nccl_, stream_));
   return record();
 }
 
-Request NcclComm::start_all_gather(const void *in, void *out, std::size_t count_per_rank,
+Request NcclComm::start_all_gather(const void* in, void* out, std::size_t count_per_rank,
                                    DType type, Mode /*always asynchronous*/) {
   GRIDLM_NCCL_CHECK(ncclAllGather(in, out, count_per_rank, nccl_type(type), nccl_, stream_));
   return record();
 }
 
-Request NcclComm::start_broadcast(void *data, std::size_t count, DType type, int root,
+Request NcclComm::start_broadcast(void* data, std::size_t count, DType type, int root,
                                   Mode /*always asynchronous*/) {
   GRIDLM_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(type), root, nccl_, stream_));
   return record();
 }
 
-Request NcclComm::start_send(const void *data, std::size_t count, DType type, int peer, int /*tag*/,
+Request NcclComm::start_send(const void* data, std::size_t count, DType type, int peer, int /*tag*/,
                              Mode /*always asynchronous*/) {
   GRIDLM_NCCL_CHECK(ncclSend(data, count, nccl_type(type), peer, nccl_, stream_));
   return record();
 }
 
-Request NcclComm::start_recv(void *data, std::size_t count, DType type, int peer, int /*tag*/,
+Request NcclComm::start_recv(void* data, std::size_t count, DType type, int peer, int /*tag*/,
                              Mode /*always asynchronous*/) {
   GRIDLM_NCCL_CHECK(ncclRecv(data, count, nccl_type(type), peer, nccl_, stream_));
   return record();

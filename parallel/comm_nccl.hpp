@@ -19,25 +19,25 @@ public:
   // Collective over `comm`. Uses the current CUDA device; pass a stream or let it create one.
   explicit NcclComm(MpiCommHandle comm, cudaStream_t stream = nullptr);
   ~NcclComm() override;
-  NcclComm(const NcclComm &) = delete;
-  NcclComm &operator=(const NcclComm &) = delete;
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
 
-  const char *backend() const override { return "nccl"; }
+  const char* backend() const override { return "nccl"; }
   cudaStream_t stream() const { return stream_; }
   void begin_group() override;
   void end_group() override;
 
 protected:
-  Request start_all_reduce(const void *in, void *out, std::size_t count, DType type, ReduceOp op,
+  Request start_all_reduce(const void* in, void* out, std::size_t count, DType type, ReduceOp op,
                            Mode mode) override;
-  Request start_reduce_scatter(const void *in, void *out, std::size_t count_per_rank, DType type,
+  Request start_reduce_scatter(const void* in, void* out, std::size_t count_per_rank, DType type,
                                ReduceOp op, Mode mode) override;
-  Request start_all_gather(const void *in, void *out, std::size_t count_per_rank, DType type,
+  Request start_all_gather(const void* in, void* out, std::size_t count_per_rank, DType type,
                            Mode mode) override;
-  Request start_broadcast(void *data, std::size_t count, DType type, int root, Mode mode) override;
-  Request start_send(const void *data, std::size_t count, DType type, int peer, int tag,
+  Request start_broadcast(void* data, std::size_t count, DType type, int root, Mode mode) override;
+  Request start_send(const void* data, std::size_t count, DType type, int peer, int tag,
                      Mode mode) override;
-  Request start_recv(void *data, std::size_t count, DType type, int peer, int tag,
+  Request start_recv(void* data, std::size_t count, DType type, int peer, int tag,
                      Mode mode) override;
 
 private:

@@ -5,7 +5,7 @@
 
 namespace gridlm::detail {
 
-void throw_cuda_error(cudaError_t code, const char *call, const char *file, int line) {
+void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line) {
   throw Error(fmt::format("CUDA call {} failed: {} ({}) ({}:{}; {})", call,
                           cudaGetErrorString(code), cudaGetErrorName(code), file, line, where()));
 }

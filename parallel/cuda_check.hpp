@@ -7,7 +7,7 @@
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::detail {
-[[noreturn]] void throw_cuda_error(cudaError_t code, const char *call, const char *file, int line);
+[[noreturn]] void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line);
 } // namespace gridlm::detail
 
 #define GRIDLM_CUDA_CHECK(call)                                                                    \

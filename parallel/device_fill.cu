@@ -5,14 +5,14 @@
 namespace gridlm::parallel {
 namespace {
 
-__global__ void fill_affine_kernel(float *data, std::size_t n, float offset, float scale) {
+__global__ void fill_affine_kernel(float* data, std::size_t n, float offset, float scale) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) data[i] = offset + scale * static_cast<float>(i);
 }
 
 } // namespace
 
-void device_fill_affine(float *data, std::size_t n, float offset, float scale,
+void device_fill_affine(float* data, std::size_t n, float offset, float scale,
                         cudaStream_t stream) {
   if (n == 0) return;
   constexpr unsigned threads = 256;

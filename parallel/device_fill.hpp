@@ -9,6 +9,6 @@
 namespace gridlm::parallel {
 
 // data[i] = offset + scale * i, for i < n, on `stream`.
-void device_fill_affine(float *data, std::size_t n, float offset, float scale, cudaStream_t stream);
+void device_fill_affine(float* data, std::size_t n, float offset, float scale, cudaStream_t stream);
 
 } // namespace gridlm::parallel

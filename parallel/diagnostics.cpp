@@ -51,7 +51,7 @@ std::string where() {
   return text;
 }
 
-void abort_job(const std::string &message) {
+void abort_job(const std::string& message) {
   std::fprintf(stderr, "gridlm: fatal error on %s:\n  %s\n", where().c_str(), message.c_str());
   std::fflush(stderr);
   if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, 1);

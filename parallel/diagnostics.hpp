@@ -33,6 +33,6 @@ std::string host_name();
 
 // Prints the message with where() to stderr and ends every rank with MPI_Abort (or exits,
 // when MPI is not running). For errors other ranks cannot know about.
-[[noreturn]] void abort_job(const std::string &message);
+[[noreturn]] void abort_job(const std::string& message);
 
 } // namespace gridlm

@@ -29,7 +29,7 @@ std::size_t dtype_size(DType t) {
   return 0;
 }
 
-const char *dtype_name(DType t) {
+const char* dtype_name(DType t) {
   switch (t) {
   case DType::f32: return "f32";
   case DType::f64: return "f64";

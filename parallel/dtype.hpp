@@ -81,6 +81,6 @@ struct MpiDatatype<char> {
 MPI_Datatype mpi_datatype(DType t);
 // Bytes per element.
 std::size_t dtype_size(DType t);
-const char *dtype_name(DType t);
+const char* dtype_name(DType t);
 
 } // namespace gridlm::parallel

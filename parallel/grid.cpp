@@ -14,7 +14,7 @@
 
 namespace gridlm::parallel {
 
-const char *axis_name(Axis a) {
+const char* axis_name(Axis a) {
   switch (a) {
   case Axis::dp: return "dp";
   case Axis::pp: return "pp";
@@ -38,7 +38,7 @@ MpiCommHandle split_nodes(MPI_Comm world, int world_rank, int simulate_ranks_per
   return own_comm(node);
 }
 
-std::string tp_node_message(const Layout &layout, int group_first_rank, int node_lo, int node_hi,
+std::string tp_node_message(const Layout& layout, int group_first_rank, int node_lo, int node_hi,
                             int min_ranks_per_node, int world) {
   std::string text = fmt::format(
       "the tensor-parallel group of ranks {}-{} spans nodes {} to {}: tensor parallelism "
@@ -46,9 +46,9 @@ std::string tp_node_message(const Layout &layout, int group_first_rank, int node
       "divides the ranks per node ({} here)",
       group_first_rank, group_first_rank + layout.tp - 1, node_lo, node_hi, min_ranks_per_node);
   // The closest layout that fits: same pp, the largest tp that divides a node.
-  const Layout *best = nullptr;
+  const Layout* best = nullptr;
   const std::vector<Layout> layouts = all_layouts(world);
-  for (const Layout &l : layouts) {
+  for (const Layout& l : layouts) {
     if (min_ranks_per_node % l.tp == 0 && l.pp == layout.pp && (!best || l.tp > best->tp)) {
       best = &l;
     }
@@ -60,7 +60,7 @@ std::string tp_node_message(const Layout &layout, int group_first_rank, int node
 
 } // namespace
 
-Grid Grid::create(MPI_Comm world, const GridOptions &options) {
+Grid Grid::create(MPI_Comm world, const GridOptions& options) {
   Grid g;
   int world_rank = 0, world_size = 0;
   GRIDLM_MPI_CHECK(MPI_Comm_rank(world, &world_rank));

@@ -17,7 +17,7 @@
 namespace gridlm::parallel {
 
 enum class Axis { dp = 0, pp = 1, tp = 2 };
-const char *axis_name(Axis a);
+const char* axis_name(Axis a);
 
 struct GridOptions {
   LayoutRequest layout;               // requested axis sizes; 0 means auto
@@ -43,10 +43,10 @@ class Grid {
 public:
   // Collective over `world`. Every rank throws the same CollectiveError when the layout is
   // impossible or a tensor group would span nodes (unless allowed).
-  static Grid create(MPI_Comm world, const GridOptions &options);
+  static Grid create(MPI_Comm world, const GridOptions& options);
 
-  const Layout &layout() const { return layout_; }
-  const Coords &coords() const { return coords_; }
+  const Layout& layout() const { return layout_; }
+  const Coords& coords() const { return coords_; }
   int rank() const { return rank_; }
   int size() const { return layout_.size(); }
   MPI_Comm comm() const { return *cart_; }

@@ -15,7 +15,7 @@ std::string Layout::str() const { return fmt::format("dp {} x pp {} x tp {}", dp
 
 std::string Layout::flags() const { return fmt::format("--dp {} --pp {} --tp {}", dp, pp, tp); }
 
-int parse_axis(const std::string &option, const std::string &text) {
+int parse_axis(const std::string& option, const std::string& text) {
   if (text == "auto") return 0;
   const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) {
     return std::isdigit(c) != 0;
@@ -55,17 +55,17 @@ int largest_divisor_at_most(int n, int cap) {
   return 1;
 }
 
-std::string describe_request(const LayoutRequest &r) {
+std::string describe_request(const LayoutRequest& r) {
   auto axis = [](int v) { return v == 0 ? std::string("auto") : std::to_string(v); };
   return fmt::format("--dp {} --pp {} --tp {}", axis(r.dp), axis(r.pp), axis(r.tp));
 }
 
-[[noreturn]] void fail(int world, const LayoutRequest &request, int ranks_per_node,
-                       const std::string &why) {
+[[noreturn]] void fail(int world, const LayoutRequest& request, int ranks_per_node,
+                       const std::string& why) {
   std::string text = fmt::format(
       "cannot lay out {} ranks as {}: {}.\n  Layouts of {} ranks that would work:", world,
       describe_request(request), why, world);
-  for (const Layout &l : suggest_layouts(world, request, ranks_per_node, 10)) {
+  for (const Layout& l : suggest_layouts(world, request, ranks_per_node, 10)) {
     text += "\n    " + l.flags();
   }
   throw Error(text);
@@ -73,10 +73,10 @@ std::string describe_request(const LayoutRequest &r) {
 
 } // namespace
 
-std::vector<Layout> suggest_layouts(int world, const LayoutRequest &request, int ranks_per_node,
+std::vector<Layout> suggest_layouts(int world, const LayoutRequest& request, int ranks_per_node,
                                     std::size_t limit) {
   std::vector<Layout> layouts = all_layouts(world);
-  auto score = [&](const Layout &l) {
+  auto score = [&](const Layout& l) {
     int s = 0;
     if (request.dp != 0 && l.dp == request.dp) s += 4;
     if (request.pp != 0 && l.pp == request.pp) s += 4;
@@ -85,12 +85,12 @@ std::vector<Layout> suggest_layouts(int world, const LayoutRequest &request, int
     return s;
   };
   std::stable_sort(layouts.begin(), layouts.end(),
-                   [&](const Layout &a, const Layout &b) { return score(a) > score(b); });
+                   [&](const Layout& a, const Layout& b) { return score(a) > score(b); });
   if (layouts.size() > limit) layouts.resize(limit);
   return layouts;
 }
 
-Layout resolve_layout(int world, const LayoutRequest &request, int ranks_per_node) {
+Layout resolve_layout(int world, const LayoutRequest& request, int ranks_per_node) {
   if (world < 1) throw Error(fmt::format("a grid needs at least one rank, not {}", world));
   for (int v : {request.dp, request.pp, request.tp}) {
     if (v < 0) fail(world, request, ranks_per_node, "axis sizes must be positive or 'auto'");

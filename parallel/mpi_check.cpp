@@ -5,7 +5,7 @@
 
 namespace gridlm::detail {
 
-void throw_mpi_error(int code, const char *call, const char *file, int line) {
+void throw_mpi_error(int code, const char* call, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)

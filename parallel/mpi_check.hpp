@@ -10,7 +10,7 @@
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::detail {
-[[noreturn]] void throw_mpi_error(int code, const char *call, const char *file, int line);
+[[noreturn]] void throw_mpi_error(int code, const char* call, const char* file, int line);
 } // namespace gridlm::detail
 
 #define GRIDLM_MPI_CHECK(call)                                                                     \

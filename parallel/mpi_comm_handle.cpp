@@ -4,7 +4,7 @@
 namespace gridlm::parallel {
 
 MpiCommHandle own_comm(MPI_Comm comm) {
-  return MpiCommHandle(new MPI_Comm(comm), [](MPI_Comm *c) {
+  return MpiCommHandle(new MPI_Comm(comm), [](MPI_Comm* c) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     // Freeing after MPI_Finalize is erroneous; by then MPI has released everything anyway.

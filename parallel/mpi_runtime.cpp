@@ -10,7 +10,7 @@
 
 namespace gridlm::parallel {
 
-MpiRuntime::MpiRuntime(int &argc, char **&argv) {
+MpiRuntime::MpiRuntime(int& argc, char**& argv) {
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "gridlm: MPI_Init_thread failed on %s\n", where().c_str());
@@ -28,7 +28,7 @@ MpiRuntime::~MpiRuntime() {
   if (!finalized) MPI_Finalize();
 }
 
-const char *mpi_library_version() {
+const char* mpi_library_version() {
   static std::string text = [] {
     char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
     int len = 0;

@@ -6,10 +6,10 @@ namespace gridlm::parallel {
 
 class MpiRuntime {
 public:
-  MpiRuntime(int &argc, char **&argv);
+  MpiRuntime(int& argc, char**& argv);
   ~MpiRuntime();
-  MpiRuntime(const MpiRuntime &) = delete;
-  MpiRuntime &operator=(const MpiRuntime &) = delete;
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -23,6 +23,6 @@ private:
 };
 
 // "MPICH Version: 4.0.2 ..." first line of MPI_Get_library_version.
-const char *mpi_library_version();
+const char* mpi_library_version();
 
 } // namespace gridlm::parallel

@@ -15,7 +15,7 @@ namespace {
 class RankFailurePrinter : public testing::EmptyTestEventListener {
 public:
   explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const testing::TestPartResult &result) override {
+  void OnTestPartResult(const testing::TestPartResult& result) override {
     if (!result.failed()) return;
     std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
                  result.file_name() ? result.file_name() : "?", result.line_number(),
@@ -29,14 +29,14 @@ private:
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   gridlm::parallel::MpiRuntime mpi(argc, argv);
   int result = 0;
   {
     gridlm::layers::KokkosRuntime kokkos(argc, argv);
     testing::InitGoogleTest(&argc, argv);
     if (mpi.rank() != 0) {
-      testing::TestEventListeners &listeners = testing::UnitTest::GetInstance()->listeners();
+      testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
       delete listeners.Release(listeners.default_result_printer());
       listeners.Append(new RankFailurePrinter(mpi.rank()));
     }

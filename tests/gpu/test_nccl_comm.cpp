@@ -21,11 +21,11 @@ namespace {
 class DeviceFloats {
 public:
   explicit DeviceFloats(std::size_t n) : n_(n) {
-    GRIDLM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void **>(&p_), n * sizeof(float)));
+    GRIDLM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(float)));
   }
   ~DeviceFloats() { cudaFree(p_); }
-  DeviceFloats(const DeviceFloats &) = delete;
-  DeviceFloats &operator=(const DeviceFloats &) = delete;
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
   Span<float> span() { return Span<float>(p_, n_); }
   std::vector<float> to_host() const {
     std::vector<float> h(n_);
@@ -34,7 +34,7 @@ public:
   }
 
 private:
-  float *p_ = nullptr;
+  float* p_ = nullptr;
   std::size_t n_ = 0;
 };
 

@@ -5,6 +5,7 @@
 
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
+#include "tests/test_util.hpp"
 
 using namespace gridlm;
 
@@ -14,29 +15,25 @@ TEST(Agree, NoErrorNoThrow) {
 }
 
 TEST(Agree, OneRankFailsEveryRankThrowsTheSameReport) {
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = test::world_rank(), size = test::world_size();
   const int bad = size - 1;
   std::string report;
   try {
     parallel::run_agreed(MPI_COMM_WORLD, [&] {
       if (rank == bad) throw Error("bad input in file x.toml");
     });
-  } catch (const CollectiveError &e) {
+  } catch (const CollectiveError& e) {
     report = e.what();
   }
   EXPECT_EQ(report, "rank " + std::to_string(bad) + ": bad input in file x.toml");
 }
 
 TEST(Agree, IdenticalMessagesAreGroupedByRankRanges) {
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = test::world_rank(), size = test::world_size();
   std::string report;
   try {
     parallel::agree_on_errors(MPI_COMM_WORLD, rank == 1 ? "other" : "same");
-  } catch (const CollectiveError &e) {
+  } catch (const CollectiveError& e) {
     report = e.what();
   }
   std::string expected;

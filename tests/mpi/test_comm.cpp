@@ -9,6 +9,7 @@
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/grid.hpp"
+#include "tests/test_util.hpp"
 
 using namespace gridlm;
 using namespace gridlm::parallel;
@@ -154,9 +155,8 @@ TEST(MpiComm, MismatchedSizesAreRefusedBeforeSending) {
 }
 
 TEST(MpiComm, CollectivesOnEachGridAxis) {
-  int world = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  for (const Layout &l : all_layouts(world)) {
+  const int world = test::world_size();
+  for (const Layout& l : all_layouts(world)) {
     GridOptions o;
     o.layout = {l.dp, l.pp, l.tp};
     Grid g = Grid::create(MPI_COMM_WORLD, o);

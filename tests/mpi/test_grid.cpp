@@ -7,51 +7,18 @@
 
 #include "parallel/diagnostics.hpp"
 #include "parallel/grid.hpp"
+#include "tests/test_util.hpp"
 
 using namespace gridlm;
 using namespace gridlm::parallel;
 
-namespace {
-
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int size_of(MPI_Comm c) {
-  int n = 0;
-  MPI_Comm_size(c, &n);
-  return n;
-}
-
-int rank_in(MPI_Comm c) {
-  int r = 0;
-  MPI_Comm_rank(c, &r);
-  return r;
-}
-
-// The error every rank gets for `options`, or "" when the grid builds.
-std::string grid_error(const GridOptions &options) {
-  try {
-    Grid::create(MPI_COMM_WORLD, options);
-  } catch (const CollectiveError &e) {
-    return e.what();
-  }
-  return "";
-}
-
-} // namespace
+using test::grid_error;
+using test::world_rank;
+using test::world_size;
 
 TEST(Grid, EveryFactorisationHasTpFastestCoordinates) {
   const int n = world_size(), r = world_rank();
-  for (const Layout &l : all_layouts(n)) {
+  for (const Layout& l : all_layouts(n)) {
     SCOPED_TRACE(l.str());
     GridOptions o;
     o.layout = {l.dp, l.pp, l.tp};
@@ -60,12 +27,12 @@ TEST(Grid, EveryFactorisationHasTpFastestCoordinates) {
     EXPECT_EQ(g.rank(), r);
     const Coords c = g.coords();
     EXPECT_EQ(r, (c.dp * l.pp + c.pp) * l.tp + c.tp);
-    EXPECT_EQ(size_of(g.axis_comm(Axis::dp)), l.dp);
-    EXPECT_EQ(size_of(g.axis_comm(Axis::pp)), l.pp);
-    EXPECT_EQ(size_of(g.axis_comm(Axis::tp)), l.tp);
-    EXPECT_EQ(rank_in(g.axis_comm(Axis::dp)), c.dp);
-    EXPECT_EQ(rank_in(g.axis_comm(Axis::pp)), c.pp);
-    EXPECT_EQ(rank_in(g.axis_comm(Axis::tp)), c.tp);
+    EXPECT_EQ(comm_size(g.axis_comm(Axis::dp)), l.dp);
+    EXPECT_EQ(comm_size(g.axis_comm(Axis::pp)), l.pp);
+    EXPECT_EQ(comm_size(g.axis_comm(Axis::tp)), l.tp);
+    EXPECT_EQ(comm_rank(g.axis_comm(Axis::dp)), c.dp);
+    EXPECT_EQ(comm_rank(g.axis_comm(Axis::pp)), c.pp);
+    EXPECT_EQ(comm_rank(g.axis_comm(Axis::tp)), c.tp);
     EXPECT_EQ(g.is_first_stage(), c.pp == 0);
     EXPECT_EQ(g.is_last_stage(), c.pp == l.pp - 1);
     if (l.pp == 1) {
@@ -80,7 +47,7 @@ TEST(Grid, EveryFactorisationHasTpFastestCoordinates) {
 
     const std::vector<RankInfo> table = g.gather_table();
     ASSERT_EQ(static_cast<int>(table.size()), n);
-    for (const RankInfo &info : table) {
+    for (const RankInfo& info : table) {
       EXPECT_EQ(info.rank, (info.coords.dp * l.pp + info.coords.pp) * l.tp + info.coords.tp);
       EXPECT_EQ(info.host, host_name());
     }

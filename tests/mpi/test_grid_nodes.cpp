@@ -7,41 +7,14 @@
 
 #include "parallel/diagnostics.hpp"
 #include "parallel/grid.hpp"
+#include "tests/test_util.hpp"
 
 using namespace gridlm;
 using namespace gridlm::parallel;
 
-namespace {
-
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int size_of(MPI_Comm c) {
-  int n = 0;
-  MPI_Comm_size(c, &n);
-  return n;
-}
-
-// The error every rank gets for `options`, or "" when the grid builds.
-std::string grid_error(const GridOptions &options) {
-  try {
-    Grid::create(MPI_COMM_WORLD, options);
-  } catch (const CollectiveError &e) {
-    return e.what();
-  }
-  return "";
-}
-
-} // namespace
+using test::grid_error;
+using test::world_rank;
+using test::world_size;
 
 TEST(Grid, SimulatedNodesAreCountedAndIndexed) {
   const int n = world_size();
@@ -51,7 +24,7 @@ TEST(Grid, SimulatedNodesAreCountedAndIndexed) {
   EXPECT_EQ(g.num_nodes(), (n + 1) / 2);
   EXPECT_EQ(g.node(), world_rank() / 2);
   EXPECT_EQ(g.min_ranks_per_node(), n == 1 ? 1 : (n % 2 == 0 ? 2 : 1));
-  EXPECT_EQ(size_of(g.node_comm()), std::min(2, n - 2 * (world_rank() / 2)));
+  EXPECT_EQ(comm_size(g.node_comm()), std::min(2, n - 2 * (world_rank() / 2)));
 }
 
 TEST(Grid, TensorGroupAcrossNodesIsRefusedOnEveryRankUnlessForced) {

@@ -12,26 +12,15 @@
 #include "io/parallel_h5.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
+#include "tests/test_util.hpp"
 
 using namespace gridlm;
 
 namespace {
 
-int rank_of() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int size_of() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
 // One path for all ranks, unique per test run.
-std::string shared_path(const std::string &stem) {
-  long id = rank_of() == 0 ? static_cast<long>(getpid()) : 0;
+std::string shared_path(const std::string& stem) {
+  long id = test::world_rank() == 0 ? static_cast<long>(getpid()) : 0;
   MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
   return "/tmp/gridlm_test_" + stem + "_" + std::to_string(id) + ".h5";
 }
@@ -48,19 +37,10 @@ std::uint64_t begin_of(int r, int ranks, std::uint64_t n, bool reverse) {
   return n * weight_prefix(r) / weight_prefix(ranks);
 }
 
-std::string agreed_error(const std::function<void()> &body) {
-  try {
-    parallel::run_agreed(MPI_COMM_WORLD, body);
-  } catch (const CollectiveError &e) {
-    return e.what();
-  }
-  return "";
-}
-
 } // namespace
 
 TEST(ParallelH5, WrittenByOnePartitionReadByAnother) {
-  const int r = rank_of(), n = size_of();
+  const int r = test::world_rank(), n = test::world_size();
   const std::uint64_t total = 1000;
   const std::string path = shared_path("reshard");
   {
@@ -88,7 +68,7 @@ TEST(ParallelH5, WrittenByOnePartitionReadByAnother) {
 }
 
 TEST(ParallelH5, MissingFileIsReportedByEveryRank) {
-  const std::string msg = agreed_error(
+  const std::string msg = test::collective_error(
       [] { io::ParallelFile::open_read(MPI_COMM_WORLD, "/tmp/gridlm_no_such_file.h5"); });
   EXPECT_NE(msg.find("cannot read '/tmp/gridlm_no_such_file.h5'"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("rank"), 0u) << msg;
@@ -96,34 +76,35 @@ TEST(ParallelH5, MissingFileIsReportedByEveryRank) {
 
 TEST(ParallelH5, NonHdf5FileIsReportedByEveryRank) {
   const std::string path = shared_path("not_hdf5");
-  if (rank_of() == 0) std::ofstream(path) << "this is text, not HDF5\n";
+  if (test::world_rank() == 0) std::ofstream(path) << "this is text, not HDF5\n";
   MPI_Barrier(MPI_COMM_WORLD);
-  const std::string msg = agreed_error([&] { io::ParallelFile::open_read(MPI_COMM_WORLD, path); });
+  const std::string msg =
+      test::collective_error([&] { io::ParallelFile::open_read(MPI_COMM_WORLD, path); });
   EXPECT_NE(msg.find("is not an HDF5 file"), std::string::npos) << msg;
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank_of() == 0) std::remove(path.c_str());
+  if (test::world_rank() == 0) std::remove(path.c_str());
 }
 
 TEST(ParallelH5, MissingDatasetAndOutOfRangeReadsAreRefused) {
   const std::string path = shared_path("ranges");
   {
     io::ParallelFile f = io::ParallelFile::create(MPI_COMM_WORLD, path);
-    std::vector<float> v(rank_of() == 0 ? 8 : 0, 1.0f);
+    std::vector<float> v(test::world_rank() == 0 ? 8 : 0, 1.0f);
     f.write_floats("v", 8, 0, Span<const float>(v));
   }
   io::ParallelFile f = io::ParallelFile::open_read(MPI_COMM_WORLD, path);
-  std::string msg = agreed_error([&] { f.dataset_size("nope"); });
+  std::string msg = test::collective_error([&] { f.dataset_size("nope"); });
   EXPECT_NE(msg.find("has no dataset 'nope'"), std::string::npos) << msg;
   std::vector<float> out(4);
-  msg = agreed_error([&] { f.read_floats("v", 6, Span<float>(out)); });
+  msg = test::collective_error([&] { f.read_floats("v", 6, Span<float>(out)); });
   EXPECT_NE(msg.find("range [6, 10) is outside its 8 elements"), std::string::npos) << msg;
   f.close();
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank_of() == 0) std::remove(path.c_str());
+  if (test::world_rank() == 0) std::remove(path.c_str());
 }
 
 TEST(ParallelH5, UnwritableDirectoryIsReported) {
-  const std::string msg = agreed_error(
+  const std::string msg = test::collective_error(
       [] { io::ParallelFile::create(MPI_COMM_WORLD, "/nonexistent_dir_gridlm/x.h5"); });
   EXPECT_NE(msg.find("cannot create HDF5 file '/nonexistent_dir_gridlm/x.h5'"), std::string::npos)
       << msg;

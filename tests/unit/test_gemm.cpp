@@ -13,7 +13,7 @@ using namespace gridlm::layers;
 
 namespace {
 
-Matrix random_matrix(const std::string &label, int rows, int cols, std::mt19937 &rng) {
+Matrix random_matrix(const std::string& label, int rows, int cols, std::mt19937& rng) {
   Matrix m(label, rows, cols);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (int i = 0; i < rows; ++i)
@@ -22,7 +22,7 @@ Matrix random_matrix(const std::string &label, int rows, int cols, std::mt19937 
   return m;
 }
 
-float at(const Matrix &m, Trans t, int i, int j) { return t == Trans::no ? m(i, j) : m(j, i); }
+float at(const Matrix& m, Trans t, int i, int j) { return t == Trans::no ? m(i, j) : m(j, i); }
 
 } // namespace
 

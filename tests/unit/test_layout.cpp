@@ -16,7 +16,7 @@ namespace {
 std::string error_of(int world, LayoutRequest r, int rpn = 8) {
   try {
     resolve_layout(world, r, rpn);
-  } catch (const Error &e) {
+  } catch (const Error& e) {
     return e.what();
   }
   return "";
@@ -31,11 +31,11 @@ TEST(ParseAxis, AcceptsPositiveNumbersAndAuto) {
 }
 
 TEST(ParseAxis, RejectsEverythingElseNamingTheOption) {
-  for (const char *bad : {"0", "-1", "two", "", "2.5", "4x", "1234567890", " 2", "AUTO"}) {
+  for (const char* bad : {"0", "-1", "two", "", "2.5", "4x", "1234567890", " 2", "AUTO"}) {
     try {
       parse_axis("--pp", bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error &e) {
+    } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("--pp"), std::string::npos) << e.what();
     }
   }
@@ -45,7 +45,7 @@ TEST(AllLayouts, EnumeratesEveryFactorisationOnce) {
   const std::vector<Layout> eight = all_layouts(8);
   EXPECT_EQ(eight.size(), 10u); // ordered triples with product 8 = C(3+2, 2)
   std::set<std::tuple<int, int, int>> seen;
-  for (const Layout &l : eight) {
+  for (const Layout& l : eight) {
     EXPECT_EQ(l.size(), 8);
     EXPECT_TRUE(seen.insert({l.dp, l.pp, l.tp}).second);
   }
@@ -87,6 +87,6 @@ TEST(ResolveLayout, AutoCannotRescueAnIndivisibleWorld) {
 TEST(ResolveLayout, SuggestionsAreCappedAndValid) {
   const std::vector<Layout> s = suggest_layouts(1024, {3, 1, 1}, 4, 10);
   EXPECT_EQ(s.size(), 10u);
-  for (const Layout &l : s)
+  for (const Layout& l : s)
     EXPECT_EQ(l.size(), 1024);
 }
