@@ -1,0 +1,224 @@
+// GPT forward and backward over the layer kernels, llm.c-style: one pass of calls per block,
+// the backward walking the same calls in reverse.
+#include "layers/gpt.hpp"
+
+#include <fmt/format.h>
+
+#include "layers/crossentropy.hpp"
+#include "layers/encoder.hpp"
+#include "layers/gelu.hpp"
+#include "layers/kernels.hpp"
+#include "layers/layernorm.hpp"
+#include "layers/linear.hpp"
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::layers {
+namespace {
+
+// Hands out consecutive slices of one allocation; sizes are counted in a first pass.
+class Carver {
+public:
+  explicit Carver(float* base) : base_(base) {}
+  float* take(std::size_t n) {
+    float* p = base_ ? base_ + used_ : nullptr;
+    used_ += n;
+    return p;
+  }
+  std::size_t used() const { return used_; }
+
+private:
+  float* base_;
+  std::size_t used_ = 0;
+};
+
+void check_config(const ModelConfig& m) {
+  if (m.n_head <= 0 || m.d_model % m.n_head != 0) {
+    throw Error(fmt::format("model.d_model = {} is not divisible by model.n_head = {}; choose a "
+                            "width that is a multiple of the head count",
+                            m.d_model, m.n_head));
+  }
+  if (m.vocab_size <= 0 || m.seq_len <= 0 || m.n_layer <= 0 || m.d_model <= 0) {
+    throw Error("model.vocab_size, seq_len, n_layer and d_model must all be positive");
+  }
+}
+
+} // namespace
+
+GPT::GPT(const ModelConfig& config, int B, int T) : config_(config), B_(B), T_(T) {
+  check_config(config);
+  if (B <= 0 || T <= 0 || T > config.seq_len) {
+    throw Error(fmt::format("micro-batch of {} x {} tokens: need at least 1 x 1 and at most "
+                            "model.seq_len = {} tokens per sequence",
+                            B, T, config.seq_len));
+  }
+  table_ = make_param_table(config);
+  params_ = Kokkos::View<float*>("layers::GPT::params", table_.total);
+  grads_ = Kokkos::View<float*>("layers::GPT::grads", table_.total);
+  tokens_ = Kokkos::View<std::int32_t*>("layers::GPT::tokens", std::size_t(B) * T);
+  targets_ = Kokkos::View<std::int32_t*>("layers::GPT::targets", std::size_t(B) * T);
+
+  const std::size_t N = std::size_t(B) * T, C = config.d_model, V = config.vocab_size,
+                    NH = config.n_head, L = config.n_layer;
+  // Two passes: count, allocate, then hand out pointers.
+  for (int pass = 0; pass < 2; ++pass) {
+    Carver a(pass == 0 ? nullptr : acts_.data());
+    encoded_ = a.take(N * C);
+    blocks_.assign(L, BlockActs{});
+    for (BlockActs& b : blocks_) {
+      b.ln1 = a.take(N * C);
+      b.ln1_mean = a.take(N);
+      b.ln1_rstd = a.take(N);
+      b.qkv = a.take(N * 3 * C);
+      b.attn.q = a.take(N * C);
+      b.attn.k = a.take(N * C);
+      b.attn.v = a.take(N * C);
+      b.attn.att = a.take(std::size_t(B) * NH * T * T);
+      b.atty = a.take(N * C);
+      b.res2 = a.take(N * C);
+      b.ln2 = a.take(N * C);
+      b.ln2_mean = a.take(N);
+      b.ln2_rstd = a.take(N);
+      b.fch = a.take(N * 4 * C);
+      b.fch_gelu = a.take(N * 4 * C);
+      b.res3 = a.take(N * C);
+    }
+    lnf_ = a.take(N * C);
+    lnf_mean_ = a.take(N);
+    lnf_rstd_ = a.take(N);
+    logits_ = a.take(N * V);
+    losses_ = a.take(N);
+
+    Carver s(pass == 0 ? nullptr : scratch_.data());
+    d_res_ = s.take(N * C);
+    d_ln_ = s.take(N * C);
+    d_qkv_ = s.take(N * 3 * C);
+    d_atty_ = s.take(N * C);
+    d_fch_ = s.take(N * 4 * C);
+    d_fchg_ = s.take(N * 4 * C);
+    attn_scratch_.yh = s.take(N * C);
+    attn_scratch_.datt = s.take(std::size_t(T) * T);
+    attn_scratch_.dq = s.take(N * C);
+    attn_scratch_.dk = s.take(N * C);
+    attn_scratch_.dv = s.take(N * C);
+    if (pass == 0) {
+      acts_ = Kokkos::View<float*>("layers::GPT::activations", a.used());
+      scratch_ = Kokkos::View<float*>("layers::GPT::scratch", s.used());
+    }
+  }
+}
+
+void GPT::check_shape(int B, int T) const {
+  if (B != B_ || T != T_) {
+    throw Error(fmt::format("a step of {} x {} tokens was given to a model planned for "
+                            "micro-batches of {} x {}; activations are sized once at start-up",
+                            B, T, B_, T_));
+  }
+}
+
+double GPT::forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
+                    float* logits_out) {
+  check_shape(B, T);
+  const int C = config_.d_model, V = config_.vocab_size, NH = config_.n_head;
+  const long N = long(B) * T;
+  for (long i = 0; i < N; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= V || targets[i] < 0 || targets[i] >= V) {
+      throw Error(fmt::format("token id {} at position {} is outside the vocabulary of {}",
+                              tokens[i] < 0 || tokens[i] >= V ? tokens[i] : targets[i], i, V));
+    }
+  }
+  using HostTokens =
+      Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Kokkos::deep_copy(tokens_, HostTokens(tokens, N));
+  Kokkos::deep_copy(targets_, HostTokens(targets, N));
+  const ParamTable& t = table_;
+
+  encoder_forward(encoded_, tokens_.data(), param(t.wte), param(t.wpe), B, T, C);
+  const float* residual = encoded_;
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const BlockParams& p = t.blocks[l];
+    BlockActs& a = blocks_[l];
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p.ln1_w), param(p.ln1_b), N,
+                      C);
+    linear_forward(a.qkv, a.ln1, param(p.qkv_w), param(p.qkv_b), N, C, 3 * C);
+    attention_forward(a.atty, a.attn, attn_scratch_, a.qkv, B, T, C, NH);
+    // res2 = residual + atty @ Wo^T + bo: the projection writes res2, then the residual adds.
+    linear_forward(a.res2, a.atty, param(p.attproj_w), param(p.attproj_b), N, C, C);
+    float* res2 = a.res2;
+    for_each(
+        "layers::Residual::forward", N * C, KOKKOS_LAMBDA(long i) { res2[i] += residual[i]; });
+    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, param(p.ln2_w), param(p.ln2_b), N, C);
+    linear_forward(a.fch, a.ln2, param(p.fc_w), param(p.fc_b), N, C, 4 * C);
+    gelu_forward(a.fch_gelu, a.fch, N * 4 * C);
+    linear_forward(a.res3, a.fch_gelu, param(p.fcproj_w), param(p.fcproj_b), N, 4 * C, C);
+    float* res3 = a.res3;
+    for_each(
+        "layers::Residual::forward", N * C, KOKKOS_LAMBDA(long i) { res3[i] += res2[i]; });
+    residual = a.res3;
+  }
+  layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, param(t.lnf_w), param(t.lnf_b), N, C);
+  linear_forward(logits_, lnf_, param(t.lm_head), nullptr, N, C, V);
+  if (logits_out != nullptr) {
+    using HostOut =
+        Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    using DevIn = Kokkos::View<const float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Kokkos::deep_copy(HostOut(logits_out, std::size_t(N) * V), DevIn(logits_, std::size_t(N) * V));
+  }
+  have_forward_ = true;
+  return crossentropy_forward(logits_, losses_, targets_.data(), N, V);
+}
+
+void GPT::backward(float loss_weight) {
+  if (!have_forward_) throw Error("GPT::backward called without a forward of the same batch");
+  have_forward_ = false;
+  const int B = B_, T = T_, C = config_.d_model, V = config_.vocab_size, NH = config_.n_head;
+  const long N = long(B) * T;
+  const ParamTable& t = table_;
+
+  crossentropy_backward(logits_, targets_.data(), loss_weight / float(N), N, V);
+  fill_zero(d_ln_, N * C);
+  linear_backward(d_ln_, grad(t.lm_head), nullptr, logits_, lnf_, param(t.lm_head), N, C, V);
+  const float* last = config_.n_layer > 0 ? blocks_.back().res3 : encoded_;
+  fill_zero(d_res_, N * C);
+  layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, last, param(t.lnf_w), lnf_mean_,
+                     lnf_rstd_, N, C);
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    const BlockParams& p = t.blocks[l];
+    const BlockActs& a = blocks_[l];
+    const float* residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
+    // d_res holds d res3; res3 = res2 + mlp(ln2(res2)).
+    fill_zero(d_fchg_, N * 4 * C);
+    linear_backward(d_fchg_, grad(p.fcproj_w), grad(p.fcproj_b), d_res_, a.fch_gelu,
+                    param(p.fcproj_w), N, 4 * C, C);
+    fill_zero(d_fch_, N * 4 * C);
+    gelu_backward(d_fch_, a.fch, d_fchg_, N * 4 * C);
+    fill_zero(d_ln_, N * C);
+    linear_backward(d_ln_, grad(p.fc_w), grad(p.fc_b), d_fch_, a.ln2, param(p.fc_w), N, C, 4 * C);
+    layernorm_backward(d_res_, grad(p.ln2_w), grad(p.ln2_b), d_ln_, a.res2, param(p.ln2_w),
+                       a.ln2_mean, a.ln2_rstd, N, C);
+    // d_res now holds d res2; res2 = residual + attn(ln1(residual)).
+    fill_zero(d_atty_, N * C);
+    linear_backward(d_atty_, grad(p.attproj_w), grad(p.attproj_b), d_res_, a.atty,
+                    param(p.attproj_w), N, C, C);
+    fill_zero(d_qkv_, N * 3 * C);
+    attention_backward(d_qkv_, attn_scratch_, d_atty_, a.attn, B, T, C, NH);
+    fill_zero(d_ln_, N * C);
+    linear_backward(d_ln_, grad(p.qkv_w), grad(p.qkv_b), d_qkv_, a.ln1, param(p.qkv_w), N, C,
+                    3 * C);
+    layernorm_backward(d_res_, grad(p.ln1_w), grad(p.ln1_b), d_ln_, residual, param(p.ln1_w),
+                       a.ln1_mean, a.ln1_rstd, N, C);
+  }
+  encoder_backward(grad(t.wte), grad(t.wpe), d_res_, tokens_.data(), B, T, C);
+}
+
+void GPT::zero_grad() { Kokkos::deep_copy(grads_, 0.0f); }
+
+MemoryReport GPT::memory() const {
+  MemoryReport r;
+  r.weights = params_.size() * sizeof(float);
+  r.gradients = grads_.size() * sizeof(float);
+  r.activations = (acts_.size() + scratch_.size()) * sizeof(float) +
+                  (tokens_.size() + targets_.size()) * sizeof(std::int32_t);
+  return r;
+}
+
+} // namespace gridlm::layers

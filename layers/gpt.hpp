@@ -1,0 +1,73 @@
+// The GPT-2-style decoder: token + position embedding, pre-LayerNorm blocks of causal
+// self-attention and a 4x GELU MLP, final LayerNorm, LM head (tied or not), cross-entropy.
+// Parameters and gradients are two flat buffers described by a ParamTable; activations are
+// planned once for one micro-batch shape, and a step of any other shape is refused.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+#include "layers/attention.hpp"
+#include "layers/model_config.hpp"
+#include "layers/parameters.hpp"
+
+namespace gridlm::layers {
+
+// Bytes this rank holds, for the start-up report.
+struct MemoryReport {
+  std::size_t weights = 0;
+  std::size_t gradients = 0;
+  std::size_t optimizer = 0; // filled in by the optimiser's owner
+  std::size_t activations = 0;
+};
+
+class GPT {
+public:
+  // Plans activations for micro-batches of B sequences of T tokens (T <= model seq_len).
+  GPT(const ModelConfig& config, int B, int T);
+
+  const ModelConfig& config() const { return config_; }
+  const ParamTable& table() const { return table_; }
+  int batch() const { return B_; }
+  int seq() const { return T_; }
+  Kokkos::View<float*> params() const { return params_; }
+  Kokkos::View<float*> grads() const { return grads_; }
+  float* param(int index) const { return params_.data() + table_.params[index].offset; }
+  float* grad(int index) const { return grads_.data() + table_.params[index].offset; }
+
+  // tokens and targets: [B,T] on the host. Returns the mean loss over the B*T targets. When
+  // logits_out is given, the logits [B,T,V] are copied there before the loss consumes them.
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
+                 float* logits_out = nullptr);
+  // Accumulates gradients (+=) of loss_weight * mean loss of the last forward.
+  void backward(float loss_weight);
+  void zero_grad();
+
+  MemoryReport memory() const;
+
+private:
+  struct BlockActs {
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch,
+        *fch_gelu, *res3;
+    AttentionSaved attn;
+  };
+  void check_shape(int B, int T) const;
+
+  ModelConfig config_;
+  ParamTable table_;
+  int B_ = 0, T_ = 0;
+  Kokkos::View<float*> params_, grads_;
+  Kokkos::View<float*> acts_;    // everything the backward needs, one allocation
+  Kokkos::View<float*> scratch_; // backward temporaries, one allocation
+  Kokkos::View<std::int32_t*> tokens_, targets_;
+  float *encoded_ = nullptr, *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr,
+        *logits_ = nullptr, *losses_ = nullptr;
+  std::vector<BlockActs> blocks_;
+  float *d_res_ = nullptr, *d_ln_ = nullptr, *d_qkv_ = nullptr, *d_atty_ = nullptr,
+        *d_fch_ = nullptr, *d_fchg_ = nullptr;
+  AttentionScratch attn_scratch_{};
+  bool have_forward_ = false;
+};
+
+} // namespace gridlm::layers

@@ -1,0 +1,24 @@
+// matmul through KokkosBlas::gemm on unmanaged row-major views (vendor BLAS underneath).
+#include "layers/kernels.hpp"
+
+#include <KokkosBlas3_gemm.hpp>
+
+namespace gridlm::layers {
+
+void fill_zero(float* data, long n) {
+  for_each(
+      "layers::fill_zero", n, KOKKOS_LAMBDA(long i) { data[i] = 0.0f; });
+}
+
+void matmul(float* out, const float* a, bool trans_a, const float* b, bool trans_b, long m, long n,
+            long k, float alpha, float beta) {
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Unmanaged>;
+  using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Unmanaged>;
+  const CMat av(a, trans_a ? k : m, trans_a ? m : k);
+  const CMat bv(b, trans_b ? n : k, trans_b ? k : n);
+  const Mat cv(out, m, n);
+  KokkosBlas::gemm(trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, av, bv, beta, cv);
+}
+
+} // namespace gridlm::layers

@@ -1,0 +1,80 @@
+// LayerNorm kernels.
+#include "layers/layernorm.hpp"
+
+#include <cmath>
+
+#include "layers/kernels.hpp"
+
+namespace gridlm::layers {
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, long N, int C) {
+  for_each(
+      "layers::LayerNorm::forward", N, KOKKOS_LAMBDA(long n) {
+        const float* x = inp + n * C;
+        float m = 0.0f;
+        for (int i = 0; i < C; ++i)
+          m += x[i];
+        m /= C;
+        float v = 0.0f;
+        for (int i = 0; i < C; ++i) {
+          const float d = x[i] - m;
+          v += d * d;
+        }
+        v /= C;
+        const float s = 1.0f / std::sqrt(v + 1e-5f);
+        float* o = out + n * C;
+        for (int i = 0; i < C; ++i)
+          o[i] = (x[i] - m) * s * w[i] + b[i];
+        mean[n] = m;
+        rstd[n] = s;
+      });
+}
+
+void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                        const float* w, const float* mean, const float* rstd, long N, int C) {
+  for_each(
+      "layers::LayerNorm::backward_input", N, KOKKOS_LAMBDA(long n) {
+        const float* x = inp + n * C;
+        const float* dy = dout + n * C;
+        const float m = mean[n], s = rstd[n];
+        // Two reductions: mean of dnorm and mean of dnorm * norm.
+        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+        for (int i = 0; i < C; ++i) {
+          const float norm = (x[i] - m) * s;
+          const float dnorm = w[i] * dy[i];
+          dnorm_mean += dnorm;
+          dnorm_norm_mean += dnorm * norm;
+        }
+        dnorm_mean /= C;
+        dnorm_norm_mean /= C;
+        float* dx = dinp + n * C;
+        for (int i = 0; i < C; ++i) {
+          const float norm = (x[i] - m) * s;
+          const float dnorm = w[i] * dy[i];
+          dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+        }
+      });
+  // Column blocks: each block walks the rows once, reading contiguous slices, and owns its
+  // columns of dw and db (no races when blocks run in parallel).
+  for_each(
+      "layers::LayerNorm::backward_weight", column_blocks(C), KOKKOS_LAMBDA(long blk) {
+        const int i0 = int(blk) * column_block, i1 = i0 + column_block < C ? i0 + column_block : C;
+        float gw[column_block] = {}, gb[column_block] = {};
+        for (long n = 0; n < N; ++n) {
+          const float* x = inp + n * C;
+          const float* dy = dout + n * C;
+          const float m = mean[n], s = rstd[n];
+          for (int i = i0; i < i1; ++i) {
+            gw[i - i0] += (x[i] - m) * s * dy[i];
+            gb[i - i0] += dy[i];
+          }
+        }
+        for (int i = i0; i < i1; ++i) {
+          dw[i] += gw[i - i0];
+          db[i] += gb[i - i0];
+        }
+      });
+}
+
+} // namespace gridlm::layers

@@ -1,0 +1,42 @@
+// Linear layer: GEMMs through the vendor BLAS, bias loops in Kokkos.
+#include "layers/linear.hpp"
+
+#include "layers/kernels.hpp"
+
+namespace gridlm::layers {
+
+void linear_forward(float* out, const float* inp, const float* w, const float* bias, long N, int C,
+                    int OC) {
+  if (bias != nullptr) {
+    for_each(
+        "layers::Linear::forward_bias", N, KOKKOS_LAMBDA(long n) {
+          float* o = out + n * OC;
+          for (int j = 0; j < OC; ++j)
+            o[j] = bias[j];
+        });
+  }
+  matmul(out, inp, false, w, true, N, OC, C, 1.0f, bias != nullptr ? 1.0f : 0.0f);
+}
+
+void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                     const float* w, long N, int C, int OC) {
+  if (dinp != nullptr) matmul(dinp, dout, false, w, false, N, C, OC, 1.0f, 1.0f);
+  matmul(dw, dout, true, inp, false, OC, C, N, 1.0f, 1.0f);
+  if (dbias != nullptr) {
+    for_each(
+        "layers::Linear::backward_bias", column_blocks(OC), KOKKOS_LAMBDA(long blk) {
+          const int j0 = int(blk) * column_block,
+                    j1 = j0 + column_block < OC ? j0 + column_block : OC;
+          float acc[column_block] = {};
+          for (long n = 0; n < N; ++n) {
+            const float* d = dout + n * OC;
+            for (int j = j0; j < j1; ++j)
+              acc[j - j0] += d[j];
+          }
+          for (int j = j0; j < j1; ++j)
+            dbias[j] += acc[j - j0];
+        });
+  }
+}
+
+} // namespace gridlm::layers

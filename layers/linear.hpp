@@ -1,0 +1,15 @@
+// Linear layer with PyTorch's weight layout: out = inp @ w^T + bias, w is [OC, C].
+// Forward and backward side by side.
+#pragma once
+
+namespace gridlm::layers {
+
+// out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be null)
+void linear_forward(float* out, const float* inp, const float* w, const float* bias, long N, int C,
+                    int OC);
+// dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp; dbias[OC] += sum over rows of dout
+// (dinp or dbias may be null to skip them)
+void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                     const float* w, long N, int C, int OC);
+
+} // namespace gridlm::layers

@@ -1,0 +1,20 @@
+// Shape of the GPT model: the [model] section of the run configuration.
+#pragma once
+
+namespace gridlm::layers {
+
+struct ModelConfig {
+  int vocab_size = 512;        // tokens in the vocabulary
+  int seq_len = 128;           // context length (positions of the learned position embedding)
+  int n_layer = 4;             // transformer blocks
+  int n_head = 4;              // attention heads per block
+  int d_model = 128;           // residual stream width; must be divisible by n_head
+  bool tied_embeddings = true; // LM head shares the token embedding matrix
+  double init_std = 0.02;      // std of the normal initialisation (GPT-2)
+};
+
+// Training-time FLOPs per token for forward + backward: 6 x (non-embedding parameters + LM
+// head) plus the attention score and output products (PaLM's formula, full causal matrix).
+double flops_per_token(const ModelConfig& m);
+
+} // namespace gridlm::layers

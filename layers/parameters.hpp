@@ -1,0 +1,55 @@
+// The model's parameters as data: every tensor has a name, a global shape, a tensor-parallel
+// split, the block it belongs to (its pipeline owner) and whether weight decay applies. All
+// parameters live in one flat buffer and all gradients in another; views are offsets into them.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layers/model_config.hpp"
+
+namespace gridlm::layers {
+
+enum class TpSplit { replicated, rows, cols }; // rows: split dim 0; cols: split dim 1
+enum class ParamKind { weight, bias, norm, embedding };
+
+struct ParamInfo {
+  std::string name;                // "h.0.attn.c_attn.weight" (PyTorch naming)
+  std::vector<std::int64_t> shape; // global shape
+  TpSplit split = TpSplit::replicated;
+  int block = -1; // transformer block, or -1 for embeddings / final norm / head
+  ParamKind kind = ParamKind::weight;
+  float init_std = 0.0f;   // normal(0, init_std) when > 0
+  float init_value = 0.0f; // constant otherwise (1 for norm weights, 0 for biases)
+  std::size_t offset = 0;  // into the flat buffers
+  std::size_t size = 0;    // elements on this rank
+};
+
+// Indices of a block's parameters in ParamTable::params.
+struct BlockParams {
+  int ln1_w, ln1_b, qkv_w, qkv_b, attproj_w, attproj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w,
+      fcproj_b;
+};
+
+struct ParamTable {
+  std::vector<ParamInfo> params;
+  std::vector<BlockParams> blocks;
+  int wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
+  int lm_head = -1; // == wte when tied
+  std::size_t total = 0;
+
+  int find(const std::string& name) const; // -1 when absent
+};
+
+// The table of the whole model (one rank, no splits).
+ParamTable make_param_table(const ModelConfig& m);
+
+// Fills `params` (flat, table.total) with the GPT-2 initialisation from `seed`. Each tensor
+// draws from its own generator seeded by (seed, name), so the values do not depend on which
+// other tensors a rank holds: every layout initialises a parameter identically.
+void init_parameters(Kokkos::View<float*> params, const ParamTable& table, std::uint64_t seed);
+
+} // namespace gridlm::layers

@@ -1,0 +1,213 @@
+// Finite-difference gradient checks for every layer and for the whole GPT. Each check builds a
+// scalar L = sum(out * R) with a fixed random R, gets the analytic gradient from the layer's
+// backward with dout = R, and compares with central differences of L.
+//
+// Tolerance: fp32 kernels and a step of 1e-2 (1e-3 where curvature is high: GELU, the loss, the
+// whole model) give differences good to about 1e-3 relative; we require
+// max |numeric - analytic| <= 2e-2 * max |analytic| + 2e-7 / step per tensor (the second term
+// is the rounding of an O(1) fp32 loss), which a wrong index, sign or missing term exceeds by
+// orders of magnitude.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "layers/attention.hpp"
+#include "layers/crossentropy.hpp"
+#include "layers/encoder.hpp"
+#include "layers/gelu.hpp"
+#include "layers/gpt.hpp"
+#include "layers/layernorm.hpp"
+#include "layers/linear.hpp"
+
+using namespace gridlm::layers;
+using Vec = std::vector<float>;
+
+namespace {
+
+Vec random_vec(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::uniform_real_distribution<float> u(-scale, scale);
+  Vec v(n);
+  for (float& x : v)
+    x = u(rng);
+  return v;
+}
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    s += double(a[i]) * double(b[i]);
+  return s;
+}
+
+// Compares `analytic` with central differences of `loss` w.r.t. `x`, at up to `samples` indices.
+void expect_gradient(const char* what, Vec& x, const Vec& analytic,
+                     const std::function<double()>& loss, float eps = 1e-2f,
+                     std::size_t samples = 64) {
+  ASSERT_EQ(x.size(), analytic.size()) << what;
+  float scale = 0.0f;
+  for (float g : analytic)
+    scale = std::max(scale, std::fabs(g));
+  ASSERT_GT(scale, 0.0f) << what << ": analytic gradient is all zero";
+  const std::size_t stride = std::max<std::size_t>(1, x.size() / samples);
+  float worst = 0.0f;
+  for (std::size_t i = 0; i < x.size(); i += stride) {
+    const float keep = x[i];
+    x[i] = keep + eps;
+    const double up = loss();
+    x[i] = keep - eps;
+    const double down = loss();
+    x[i] = keep;
+    const float numeric = float((up - down) / (2.0 * eps));
+    worst = std::max(worst, std::fabs(numeric - analytic[i]));
+  }
+  // Absolute floor: rounding of an O(1) fp32 loss, divided by 2 eps.
+  const float floor = 2e-7f / eps;
+  EXPECT_LE(worst, 2e-2f * scale + floor) << what << ": max |numeric - analytic| = " << worst
+                                  << " against max |analytic| = " << scale;
+}
+
+} // namespace
+
+TEST(GradCheck, Encoder) {
+  std::mt19937 rng(1);
+  const int B = 2, T = 3, C = 5, V = 7;
+  std::vector<std::int32_t> tok{1, 3, 1, 6, 0, 3}; // repeated ids exercise the scatter-add
+  Vec wte = random_vec(V * C, rng), wpe = random_vec(T * C, rng), R = random_vec(B * T * C, rng);
+  Vec out(B * T * C), dwte(V * C), dwpe(T * C);
+  auto loss = [&] {
+    encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+    return dot(out, R);
+  };
+  encoder_backward(dwte.data(), dwpe.data(), R.data(), tok.data(), B, T, C);
+  expect_gradient("encoder wte", wte, dwte, loss);
+  expect_gradient("encoder wpe", wpe, dwpe, loss);
+}
+
+TEST(GradCheck, LayerNorm) {
+  std::mt19937 rng(2);
+  const long N = 6;
+  const int C = 10;
+  Vec x = random_vec(N * C, rng, 2.0f), w = random_vec(C, rng), b = random_vec(C, rng),
+      R = random_vec(N * C, rng);
+  Vec out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
+  auto loss = [&] {
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    return dot(out, R);
+  };
+  loss();
+  layernorm_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), N, C);
+  expect_gradient("layernorm input", x, dx, loss);
+  expect_gradient("layernorm weight", w, dw, loss);
+  expect_gradient("layernorm bias", b, db, loss);
+}
+
+TEST(GradCheck, Linear) {
+  std::mt19937 rng(3);
+  const long N = 5;
+  const int C = 7, OC = 70; // OC > one column block of the bias reduction
+  Vec x = random_vec(N * C, rng), w = random_vec(OC * C, rng), b = random_vec(OC, rng),
+      R = random_vec(N * OC, rng);
+  Vec out(N * OC), dx(N * C), dw(OC * C), db(OC);
+  auto loss = [&] {
+    linear_forward(out.data(), x.data(), w.data(), b.data(), N, C, OC);
+    return dot(out, R);
+  };
+  linear_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), N, C, OC);
+  expect_gradient("linear input", x, dx, loss);
+  expect_gradient("linear weight", w, dw, loss);
+  expect_gradient("linear bias", b, db, loss);
+}
+
+TEST(GradCheck, Gelu) {
+  std::mt19937 rng(4);
+  const long N = 50;
+  Vec x = random_vec(N, rng, 3.0f), R = random_vec(N, rng), out(N), dx(N);
+  auto loss = [&] {
+    gelu_forward(out.data(), x.data(), N);
+    return dot(out, R);
+  };
+  gelu_backward(dx.data(), x.data(), R.data(), N);
+  expect_gradient("gelu input", x, dx, loss, 1e-3f);
+}
+
+TEST(GradCheck, CausalSelfAttention) {
+  std::mt19937 rng(5);
+  const int B = 2, T = 5, NH = 2, C = 8;
+  const long N = long(B) * T;
+  Vec qkv = random_vec(N * 3 * C, rng), R = random_vec(N * C, rng), out(N * C), dqkv(N * 3 * C);
+  Vec q(N * C), k(N * C), v(N * C), att(B * NH * T * T), yh(N * C), datt(T * T), dq(N * C),
+      dk(N * C), dv(N * C);
+  AttentionSaved saved{q.data(), k.data(), v.data(), att.data()};
+  AttentionScratch scratch{yh.data(), datt.data(), dq.data(), dk.data(), dv.data()};
+  auto loss = [&] {
+    attention_forward(out.data(), saved, scratch, qkv.data(), B, T, C, NH);
+    return dot(out, R);
+  };
+  loss();
+  attention_backward(dqkv.data(), scratch, R.data(), saved, B, T, C, NH);
+  expect_gradient("attention qkv", qkv, dqkv, loss, 1e-2f, 240);
+  // Causality: the output at position 0 must not depend on later positions.
+  loss();
+  const float first = out[0];
+  qkv[(T - 1) * 3 * C + C] += 1.0f; // a key at the last position of batch 0
+  loss();
+  EXPECT_EQ(out[0], first);
+}
+
+TEST(GradCheck, SoftmaxCrossEntropy) {
+  std::mt19937 rng(6);
+  const long N = 4;
+  const int V = 11;
+  Vec logits = random_vec(N * V, rng, 3.0f);
+  std::vector<std::int32_t> targets{0, 10, 3, 3};
+  Vec work(N * V), losses(N);
+  auto loss = [&] {
+    work = logits;
+    return crossentropy_forward(work.data(), losses.data(), targets.data(), N, V);
+  };
+  loss();
+  crossentropy_backward(work.data(), targets.data(), 1.0f / float(N), N, V);
+  const Vec analytic = work; // loss() reuses work
+  expect_gradient("cross-entropy logits", logits, analytic, loss, 1e-3f);
+}
+
+TEST(GradCheck, WholeModelEveryParameterTensor) {
+  ModelConfig m;
+  m.vocab_size = 13;
+  m.seq_len = 6;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.d_model = 8;
+  m.init_std = 0.3; // larger weights give every tensor gradients well above fp32 rounding
+  for (bool tied : {true, false}) {
+    m.tied_embeddings = tied;
+    const int B = 2, T = 5;
+    GPT gpt(m, B, T);
+    init_parameters(gpt.params(), gpt.table(), 42);
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> tok(0, m.vocab_size - 1);
+    std::vector<std::int32_t> x(B * T), y(B * T);
+    for (auto& t : x)
+      t = tok(rng);
+    for (auto& t : y)
+      t = tok(rng);
+    gpt.zero_grad();
+    gpt.forward(x.data(), y.data(), B, T);
+    gpt.backward(1.0f);
+    for (const ParamInfo& p : gpt.table().params) {
+      Vec values(gpt.param(gpt.table().find(p.name)), gpt.param(gpt.table().find(p.name)) + p.size);
+      Vec analytic(gpt.grad(gpt.table().find(p.name)), gpt.grad(gpt.table().find(p.name)) + p.size);
+      float* live = gpt.param(gpt.table().find(p.name));
+      auto loss = [&] {
+        std::copy(values.begin(), values.end(), live);
+        return gpt.forward(x.data(), y.data(), B, T);
+      };
+      expect_gradient(p.name.c_str(), values, analytic, loss, 1e-3f, 16);
+      std::copy(values.begin(), values.end(), live);
+    }
+  }
+}
