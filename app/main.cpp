@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "app/cmd_grid.hpp"
+#include "app/cmd_train.hpp"
 #include "gridlm/version.hpp"
 #include "layers/blas_info.hpp"
 #include "layers/kokkos_runtime.hpp"
@@ -31,6 +32,7 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   gridlm::parallel::MpiRuntime mpi(argc, argv);
+  gridlm::layers::KokkosRuntime kokkos(argc, argv);
 
   CLI::App app{"gridlm: trains GPT-style language models on a data x pipeline x tensor grid "
                "of MPI ranks.",
@@ -40,6 +42,8 @@ int main(int argc, char** argv) {
   app.footer("Run 'gridlm SUBCOMMAND --help' for a subcommand's options. Launch under mpiexec "
              "or srun; every rank runs the same command.");
   gridlm::app::add_grid_command(app);
+  gridlm::app::add_train_command(app);
+  gridlm::app::add_config_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gridlm needs to build, test and run on one machine.
-# Idempotent: quiet and quick when everything is already present. On anything but
+# Idempotent: quiet and quick when everything is already present. python3-torch is the
+# PyTorch reference the tests and benchmarks compare with (run as /usr/bin/python3). On anything but
 # Debian/Ubuntu it stops and points at the Spack recipe, which is how clusters install gridlm.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ packages=(
   libopenblas-dev libopenblas0-pthread
   libgtest-dev libgmock-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
+  python3 python3-torch python3-h5py python3-numpy
 )
 
 if [[ ! -r /etc/debian_version ]] || ! command -v apt-get >/dev/null; then

@@ -65,8 +65,8 @@ void expect_gradient(const char* what, Vec& x, const Vec& analytic,
   }
   // Absolute floor: rounding of an O(1) fp32 loss, divided by 2 eps.
   const float floor = 2e-7f / eps;
-  EXPECT_LE(worst, 2e-2f * scale + floor) << what << ": max |numeric - analytic| = " << worst
-                                  << " against max |analytic| = " << scale;
+  EXPECT_LE(worst, 2e-2f * scale + floor)
+      << what << ": max |numeric - analytic| = " << worst << " against max |analytic| = " << scale;
 }
 
 } // namespace

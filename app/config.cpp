@@ -1,0 +1,326 @@
+// TOML configuration: the field table, parsing with toml++, overrides and validation.
+#include "app/config.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "parallel/diagnostics.hpp"
+#include "parallel/layout.hpp"
+
+namespace gridlm::app {
+
+std::vector<ConfigField> config_fields(RunConfig& c) {
+  auto& m = c.model;
+  auto& t = c.train;
+  auto& o = t.optim;
+  return {
+      {"model", "vocab_size", "tokens in the vocabulary", &m.vocab_size},
+      {"model", "seq_len", "context length in tokens (also the training sequence length)",
+       &m.seq_len},
+      {"model", "n_layer", "transformer blocks", &m.n_layer},
+      {"model", "n_head", "attention heads per block", &m.n_head},
+      {"model", "d_model", "width of the residual stream; a multiple of n_head", &m.d_model},
+      {"model", "tied_embeddings", "the LM head shares the token embedding matrix",
+       &m.tied_embeddings},
+      {"model", "init_std",
+       "std of the normal initialisation (residual projections: / sqrt(2 n_layer))", &m.init_std},
+      {"train", "micro_batch", "sequences per micro-batch on each data-parallel replica",
+       &t.micro_batch},
+      {"train", "grad_accum", "micro-batches accumulated per optimizer step", &t.grad_accum},
+      {"train", "steps", "optimizer steps", &t.steps},
+      {"train", "seed", "seed of the parameter initialisation", &t.seed},
+      {"train", "log_every", "print a readable line every this many steps", &t.log_every},
+      {"train", "peak_gflops", "per-rank peak GFLOP/s that MFU is reported against",
+       &t.peak_gflops},
+      {"train", "lr", "peak learning rate", &o.lr},
+      {"train", "min_lr", "learning rate at the end of the cosine decay", &o.min_lr},
+      {"train", "warmup_steps", "steps of linear warmup", &o.warmup_steps},
+      {"train", "decay_steps", "step at which the cosine decay reaches min_lr (0: train.steps)",
+       &o.total_steps},
+      {"train", "beta1", "AdamW first-moment decay", &o.beta1},
+      {"train", "beta2", "AdamW second-moment decay", &o.beta2},
+      {"train", "eps", "AdamW denominator epsilon", &o.eps},
+      {"train", "weight_decay", "decoupled weight decay of weight matrices", &o.weight_decay},
+      {"train", "decay_embeddings", "also apply weight decay to the embeddings",
+       &o.decay_embeddings},
+      {"train", "decay_norms_and_biases", "also apply weight decay to LayerNorms and biases",
+       &o.decay_norms_and_biases},
+      {"train", "grad_clip", "clip the global gradient norm to this (0 disables)", &o.grad_clip},
+      {"data", "source", "where tokens come from: synthetic (a learnable Markov language)",
+       &c.data.source},
+      {"data", "seed", "seed of the synthetic language", &c.data.seed},
+      {"parallel", "dp", "data-parallel replicas: a number or auto", &c.parallel.dp},
+      {"parallel", "pp", "pipeline stages: a number or auto", &c.parallel.pp},
+      {"parallel", "tp", "tensor-parallel ranks per stage: a number or auto", &c.parallel.tp},
+      {"parallel", "force_tp_across_nodes", "allow a tensor-parallel group to span nodes",
+       &c.parallel.force_tp_across_nodes},
+      {"output", "dir", "directory for metrics and weights (created if missing)", &c.output.dir},
+      {"output", "metrics", "JSON-lines metrics file inside dir (empty: none)", &c.output.metrics},
+      {"output", "weights", "final weights, HDF5 with PyTorch names, inside dir (empty: none)",
+       &c.output.weights},
+      {"output", "reference_dump",
+       "testing: HDF5 file of initial weights, batches and step-0 gradients",
+       &c.output.reference_dump},
+  };
+}
+
+namespace {
+
+const char* toml_type_name(const toml::node& node) {
+  if (node.is_string()) return "string";
+  if (node.is_integer()) return "integer";
+  if (node.is_floating_point()) return "number";
+  if (node.is_boolean()) return "boolean";
+  if (node.is_array()) return "array";
+  if (node.is_table()) return "table";
+  return "date or time";
+}
+
+const char* type_name(const ConfigField& f) {
+  switch (f.target.index()) {
+  case 0:
+  case 1: return "integer";
+  case 2: return "number";
+  case 3: return "boolean";
+  default: return "string";
+  }
+}
+
+std::string value_text(const ConfigField& f) {
+  return std::visit(
+      [](auto* p) -> std::string {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return *p ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return "\"" + *p + "\"";
+        } else {
+          return fmt::format("{}", *p);
+        }
+      },
+      f.target);
+}
+
+std::string known_keys(std::vector<ConfigField>& fields, const std::string& section) {
+  std::string out;
+  for (const ConfigField& f : fields) {
+    if (f.section == section) out += (out.empty() ? "" : ", ") + f.key;
+  }
+  return out;
+}
+
+ConfigField* find_field(std::vector<ConfigField>& fields, const std::string& section,
+                        const std::string& key) {
+  for (ConfigField& f : fields) {
+    if (f.section == section && f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+void set_from_toml(ConfigField& f, const toml::node& node, const std::string& where) {
+  auto wrong = [&] {
+    auto article = [](const char* noun) { return std::strchr("aeiou", noun[0]) ? "an" : "a"; };
+    return Error(fmt::format("{}: {} must be {} {}, not {} {}", where, f.dotted(),
+                             article(type_name(f)), type_name(f), article(toml_type_name(node)),
+                             toml_type_name(node)));
+  };
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (!node.is_boolean()) throw wrong();
+          *p = node.as_boolean()->get();
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          if (!node.is_string()) throw wrong();
+          *p = node.as_string()->get();
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (node.is_integer()) {
+            *p = double(node.as_integer()->get());
+          } else if (node.is_floating_point()) {
+            *p = node.as_floating_point()->get();
+          } else {
+            throw wrong();
+          }
+        } else {
+          if (!node.is_integer()) throw wrong();
+          const auto v = node.as_integer()->get();
+          if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
+            throw Error(fmt::format("{}: {} = {} is out of range", where, f.dotted(), v));
+          }
+          *p = T(v);
+        }
+      },
+      f.target);
+}
+
+void set_from_text(ConfigField& f, const std::string& text) {
+  auto bad = [&] {
+    return Error(fmt::format("--set {}={}: expected a {}", f.dotted(), text, type_name(f)));
+  };
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (text == "true") {
+            *p = true;
+          } else if (text == "false") {
+            *p = false;
+          } else {
+            throw bad();
+          }
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          *p = text;
+        } else if constexpr (std::is_same_v<T, double>) {
+          char* end = nullptr;
+          errno = 0;
+          const double v = std::strtod(text.c_str(), &end);
+          if (text.empty() || *end != '\0' || errno != 0) throw bad();
+          *p = v;
+        } else {
+          char* end = nullptr;
+          errno = 0;
+          const long long v = std::strtoll(text.c_str(), &end, 10);
+          if (text.empty() || *end != '\0' || errno != 0 || v < std::numeric_limits<T>::min() ||
+              v > std::numeric_limits<T>::max()) {
+            throw bad();
+          }
+          *p = T(v);
+        }
+      },
+      f.target);
+}
+
+} // namespace
+
+void load_config_file(RunConfig& config, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    if (src.begin.line == 0) {
+      throw Error(fmt::format("cannot read config '{}': {}", path, e.description()));
+    }
+    throw Error(
+        fmt::format("{}:{}:{}: {}", path, src.begin.line, src.begin.column, e.description()));
+  }
+  std::vector<ConfigField> fields = config_fields(config);
+  for (const auto& [section_key, section_node] : root) {
+    const std::string section(section_key.str());
+    const toml::table* table = section_node.as_table();
+    if (table == nullptr || known_keys(fields, section).empty()) {
+      throw Error(fmt::format("{}: unknown section [{}]; sections are [model], [train], [data], "
+                              "[parallel], [output]",
+                              path, section));
+    }
+    for (const auto& [key, node] : *table) {
+      ConfigField* f = find_field(fields, section, std::string(key.str()));
+      if (f == nullptr) {
+        throw Error(fmt::format("{}: unknown key '{}.{}'; keys of [{}]: {}", path, section,
+                                key.str(), section, known_keys(fields, section)));
+      }
+      set_from_toml(*f, node, path);
+    }
+  }
+}
+
+void apply_override(RunConfig& config, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  const auto dot = assignment.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
+    throw Error(
+        fmt::format("--set {}: expected section.key=value, e.g. train.lr=3e-4", assignment));
+  }
+  const std::string section = assignment.substr(0, dot);
+  const std::string key = assignment.substr(dot + 1, eq - dot - 1);
+  std::vector<ConfigField> fields = config_fields(config);
+  ConfigField* f = find_field(fields, section, key);
+  if (f == nullptr) {
+    const std::string keys = known_keys(fields, section);
+    throw Error(fmt::format("--set {}: unknown key '{}.{}'{}", assignment, section, key,
+                            keys.empty() ? "; sections are model, train, data, parallel, output"
+                                         : "; keys of " + section + ": " + keys));
+  }
+  set_from_text(*f, assignment.substr(eq + 1));
+}
+
+void validate(const RunConfig& c) {
+  std::vector<std::string> problems;
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) problems.push_back(what);
+  };
+  const auto& m = c.model;
+  need(m.vocab_size >= 2, "model.vocab_size must be at least 2");
+  need(m.seq_len >= 1, "model.seq_len must be positive");
+  need(m.n_layer >= 1, "model.n_layer must be positive");
+  need(m.n_head >= 1, "model.n_head must be positive");
+  need(m.d_model >= 1 && m.n_head >= 1 && m.d_model % m.n_head == 0,
+       fmt::format("model.d_model = {} must be a positive multiple of model.n_head = {}", m.d_model,
+                   m.n_head));
+  need(m.init_std > 0, "model.init_std must be positive");
+  const auto& t = c.train;
+  need(t.micro_batch >= 1, "train.micro_batch must be positive");
+  need(t.grad_accum >= 1, "train.grad_accum must be positive");
+  need(t.steps >= 0, "train.steps must not be negative");
+  need(t.log_every >= 1, "train.log_every must be positive");
+  need(t.peak_gflops > 0, "train.peak_gflops must be positive");
+  need(t.optim.lr > 0 && t.optim.min_lr >= 0 && t.optim.min_lr <= t.optim.lr,
+       "train.lr must be positive and train.min_lr between 0 and train.lr");
+  need(t.optim.warmup_steps >= 0, "train.warmup_steps must not be negative");
+  need(t.optim.beta1 >= 0 && t.optim.beta1 < 1 && t.optim.beta2 >= 0 && t.optim.beta2 < 1,
+       "train.beta1 and train.beta2 must be in [0, 1)");
+  need(t.optim.eps > 0, "train.eps must be positive");
+  need(t.optim.weight_decay >= 0, "train.weight_decay must not be negative");
+  need(t.optim.grad_clip >= 0, "train.grad_clip must not be negative (0 disables clipping)");
+  need(c.data.source == "synthetic",
+       fmt::format("data.source = \"{}\": the sources are: synthetic", c.data.source));
+  for (const auto& [name, value] : {std::pair{"parallel.dp", c.parallel.dp},
+                                    {"parallel.pp", c.parallel.pp},
+                                    {"parallel.tp", c.parallel.tp}}) {
+    try {
+      parallel::parse_axis(name, value);
+    } catch (const Error& e) {
+      problems.push_back(e.what());
+    }
+  }
+  if (!problems.empty()) {
+    std::string text = "invalid configuration:";
+    for (const auto& p : problems)
+      text += "\n  " + p;
+    throw Error(text);
+  }
+}
+
+std::string defaults_as_toml() {
+  RunConfig c;
+  std::vector<ConfigField> fields = config_fields(c);
+  std::string out = "# gridlm run configuration: every key with its default.\n";
+  std::string section;
+  for (const ConfigField& f : fields) {
+    if (f.section != section) {
+      section = f.section;
+      out += fmt::format("\n[{}]\n", section);
+    }
+    out += fmt::format("{} = {}  # {}\n", f.key, value_text(f), f.doc);
+  }
+  return out;
+}
+
+std::string defaults_as_markdown() {
+  RunConfig c;
+  std::vector<ConfigField> fields = config_fields(c);
+  std::string out = "| key | type | default | meaning |\n| --- | --- | --- | --- |\n";
+  for (const ConfigField& f : fields) {
+    out +=
+        fmt::format("| `{}` | {} | `{}` | {} |\n", f.dotted(), type_name(f), value_text(f), f.doc);
+  }
+  return out;
+}
+
+} // namespace gridlm::app

@@ -1,0 +1,74 @@
+// The run configuration: one plain struct per section of the TOML file (model, train, data,
+// parallel, output), each field with its default and a one-line meaning. The same table of
+// fields drives TOML parsing, --set overrides, `gridlm config` and docs/config.md.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "layers/adamw.hpp"
+#include "layers/model_config.hpp"
+
+namespace gridlm::app {
+
+struct TrainConfig {
+  int micro_batch = 8;           // sequences per micro-batch on each data-parallel replica
+  int grad_accum = 1;            // micro-batches accumulated per optimizer step
+  int steps = 100;               // optimizer steps
+  long seed = 1234;              // seed of the initialisation
+  int log_every = 10;            // print a readable line every this many steps
+  double peak_gflops = 100.0;    // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against
+  layers::OptimizerConfig optim; // AdamW, clipping and schedule (keys under [train])
+};
+
+struct DataConfig {
+  std::string source = "synthetic"; // where tokens come from: synthetic
+  long seed = 7;                    // seed of the synthetic language and sample order
+};
+
+struct ParallelConfig {
+  std::string dp = "auto";            // data-parallel replicas, or auto
+  std::string pp = "1";               // pipeline stages, or auto
+  std::string tp = "1";               // tensor-parallel ranks per stage, or auto
+  bool force_tp_across_nodes = false; // allow a tensor group to span nodes
+};
+
+struct OutputConfig {
+  std::string dir = "gridlm-out";        // directory for metrics and weights (created if missing)
+  std::string metrics = "metrics.jsonl"; // JSON lines, one per step, inside dir ("" for none)
+  std::string weights =
+      "model.h5"; // final weights (HDF5, names as PyTorch) inside dir ("" for none)
+  std::string reference_dump = ""; // testing: write initial weights, batches, step-0 gradients
+};
+
+struct RunConfig {
+  layers::ModelConfig model;
+  TrainConfig train;
+  DataConfig data;
+  ParallelConfig parallel;
+  OutputConfig output;
+};
+
+// One configurable key.
+struct ConfigField {
+  std::string section, key, doc;
+  std::variant<int*, long*, double*, bool*, std::string*> target;
+  std::string dotted() const { return section + "." + key; }
+};
+
+std::vector<ConfigField> config_fields(RunConfig& config);
+
+// Reads a TOML file into `config` (which holds the defaults). Throws gridlm::Error naming the
+// file and key for an unknown section or key, a wrong type or a TOML syntax error.
+void load_config_file(RunConfig& config, const std::string& path);
+// Applies "section.key=value". Throws gridlm::Error naming the key on bad input.
+void apply_override(RunConfig& config, const std::string& assignment);
+// Checks values that are each valid but impossible together or out of range.
+void validate(const RunConfig& config);
+
+// The defaults as a TOML file, and as the Markdown table of docs/config.md.
+std::string defaults_as_toml();
+std::string defaults_as_markdown();
+
+} // namespace gridlm::app

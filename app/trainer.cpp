@@ -1,0 +1,260 @@
+// The training loop.
+#include "app/trainer.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "io/h5_file.hpp"
+#include "io/synthetic_source.hpp"
+#include "layers/adamw.hpp"
+#include "layers/gpt.hpp"
+#include "parallel/agree.hpp"
+#include "parallel/comm.hpp"
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string bytes(std::size_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.2f} GiB", double(b) / double(1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(b) / double(1ull << 20));
+  return fmt::format("{:.1f} KiB", double(b) / 1024.0);
+}
+
+void make_directory(const std::string& dir) {
+  if (dir.empty()) return;
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw Error(fmt::format("cannot create output.dir '{}': {}", dir, std::strerror(errno)));
+  }
+}
+
+// Everything the PyTorch reference test needs to replay a single-rank run.
+struct ReferenceRecord {
+  std::vector<float> initial_params;
+  std::vector<std::int32_t> batches; // [steps, accum, B, T+1]
+  std::vector<float> logits;         // [B, T, V] of step 0, micro-batch 0
+  float first_loss = 0.0f;
+  std::vector<float> step0_grads;
+  std::vector<float> losses;
+
+  void write(const std::string& path, const RunConfig& c, const layers::GPT& gpt) const {
+    io::H5File f = io::H5File::create(path);
+    const auto& m = c.model;
+    const auto& t = c.train;
+    const auto& o = t.optim;
+    const std::pair<const char*, double> attrs[] = {
+        {"vocab_size", m.vocab_size},
+        {"seq_len", m.seq_len},
+        {"n_layer", m.n_layer},
+        {"n_head", m.n_head},
+        {"d_model", m.d_model},
+        {"tied_embeddings", m.tied_embeddings},
+        {"micro_batch", t.micro_batch},
+        {"accum", t.grad_accum},
+        {"steps", t.steps},
+        {"lr", o.lr},
+        {"min_lr", o.min_lr},
+        {"warmup_steps", o.warmup_steps},
+        {"total_steps", o.total_steps},
+        {"beta1", o.beta1},
+        {"beta2", o.beta2},
+        {"eps", o.eps},
+        {"weight_decay", o.weight_decay},
+        {"decay_embeddings", o.decay_embeddings},
+        {"decay_norms_and_biases", o.decay_norms_and_biases},
+        {"grad_clip", o.grad_clip}};
+    for (const auto& [name, value] : attrs)
+      f.attribute(name, value);
+    for (const layers::ParamInfo& p : gpt.table().params) {
+      f.write("params/" + p.name, p.shape, initial_params.data() + p.offset);
+      f.write("step0/grads/" + p.name, p.shape, step0_grads.data() + p.offset);
+    }
+    f.write("batches", {t.steps, t.grad_accum, t.micro_batch, m.seq_len + 1}, batches.data());
+    f.write("step0/logits", {t.micro_batch, m.seq_len, m.vocab_size}, logits.data());
+    f.write("step0/loss", {}, &first_loss);
+    f.write("losses", {t.steps}, losses.data());
+    f.commit();
+  }
+};
+
+void write_weights(const std::string& path, const layers::GPT& gpt, const RunConfig& c) {
+  io::H5File f = io::H5File::create(path);
+  auto host = Kokkos::create_mirror_view(gpt.params());
+  Kokkos::deep_copy(host, gpt.params());
+  for (const layers::ParamInfo& p : gpt.table().params) {
+    f.write(p.name, p.shape, host.data() + p.offset);
+  }
+  f.attribute("format", "gridlm weights v1: one dataset per parameter, PyTorch names and shapes");
+  const auto& m = c.model;
+  const std::pair<const char*, double> attrs[] = {
+      {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
+      {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
+  for (const auto& [name, value] : attrs)
+    f.attribute(name, value);
+  f.commit();
+}
+
+} // namespace
+
+TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
+  const bool root = grid.rank() == 0;
+  const auto& mc = config.model;
+  const auto& tc = config.train;
+  const int B = tc.micro_batch, T = mc.seq_len, accum = tc.grad_accum;
+  const int dp = grid.layout().dp, replica = grid.coords().dp;
+  const bool dump = !config.output.reference_dump.empty();
+
+  std::unique_ptr<layers::GPT> gpt;
+  std::unique_ptr<io::SyntheticSource> source;
+  parallel::run_agreed(grid.comm(), [&] {
+    if (grid.layout().pp != 1 || grid.layout().tp != 1) {
+      throw Error(fmt::format("parallel.pp = {} and parallel.tp = {}: pipeline and tensor "
+                              "parallelism are not built yet; use parallel.pp = 1 and "
+                              "parallel.tp = 1 (data parallelism over all ranks)",
+                              grid.layout().pp, grid.layout().tp));
+    }
+    if (dump && grid.size() != 1) {
+      throw Error("output.reference_dump is a single-rank testing aid; run it on one rank");
+    }
+    source = std::make_unique<io::SyntheticSource>(mc.vocab_size, std::uint64_t(config.data.seed));
+    gpt = std::make_unique<layers::GPT>(mc, B, T);
+    if (root) make_directory(config.output.dir);
+  });
+  layers::init_parameters(gpt->params(), gpt->table(), std::uint64_t(tc.seed));
+  layers::AdamW optimizer(tc.optim, gpt->table());
+  auto dp_comm = grid.make_mpi_comm(parallel::Axis::dp);
+
+  layers::MemoryReport mem = gpt->memory();
+  mem.optimizer = optimizer.state_bytes();
+  if (root) {
+    std::printf("gridlm train: %d ranks = %s; model %d layers, %d heads, width %d, vocab %d, "
+                "context %d: %.2f M parameters\n",
+                grid.size(), grid.layout().str().c_str(), mc.n_layer, mc.n_head, mc.d_model,
+                mc.vocab_size, mc.seq_len, double(gpt->table().total) / 1e6);
+    std::printf("data: %s\n", source->describe().c_str());
+    std::printf("batch: %d sequences x %d tokens x %d micro-batches x %d replicas = %d tokens "
+                "per step\n",
+                B, T, accum, dp, B * T * accum * dp);
+    std::printf("memory per rank: weights %s, gradients %s, optimizer state %s, activations %s "
+                "(micro-batch %d x %d); total %s\n",
+                bytes(mem.weights).c_str(), bytes(mem.gradients).c_str(),
+                bytes(mem.optimizer).c_str(), bytes(mem.activations).c_str(), B, T,
+                bytes(mem.weights + mem.gradients + mem.optimizer + mem.activations).c_str());
+    std::fflush(stdout);
+  }
+
+  std::ofstream metrics;
+  if (root && !config.output.metrics.empty()) {
+    const std::string path = config.output.dir + "/" + config.output.metrics;
+    metrics.open(path, std::ios::trunc);
+    if (!metrics) abort_job(fmt::format("cannot write metrics file '{}'", path));
+  }
+
+  ReferenceRecord ref;
+  if (dump) {
+    ref.initial_params.resize(gpt->table().total);
+    auto host = Kokkos::create_mirror_view(gpt->params());
+    Kokkos::deep_copy(host, gpt->params());
+    std::copy(host.data(), host.data() + host.size(), ref.initial_params.begin());
+    ref.batches.reserve(std::size_t(tc.steps) * accum * B * (T + 1));
+  }
+
+  const double flops_per_step = layers::flops_per_token(mc) * double(B) * T * accum * dp;
+  const double tokens_per_step = double(B) * T * accum * dp;
+  std::vector<std::int32_t> seq(std::size_t(B) * (T + 1)), x(std::size_t(B) * T),
+      y(std::size_t(B) * T);
+  std::vector<double> rates;
+  TrainResult result;
+  for (int step = 0; step < tc.steps; ++step) {
+    const auto t0 = Clock::now();
+    gpt->zero_grad();
+    double loss_sum = 0.0;
+    for (int micro = 0; micro < accum; ++micro) {
+      const std::uint64_t first =
+          ((std::uint64_t(step) * accum + micro) * dp + replica) * std::uint64_t(B);
+      for (int b = 0; b < B; ++b) {
+        std::int32_t* s = seq.data() + std::size_t(b) * (T + 1);
+        source->sample(s, first + b, T + 1);
+        std::copy(s, s + T, x.data() + std::size_t(b) * T);
+        std::copy(s + 1, s + T + 1, y.data() + std::size_t(b) * T);
+      }
+      const bool record_logits = dump && step == 0 && micro == 0;
+      if (record_logits) ref.logits.resize(std::size_t(B) * T * mc.vocab_size);
+      const double loss =
+          gpt->forward(x.data(), y.data(), B, T, record_logits ? ref.logits.data() : nullptr);
+      if (record_logits) ref.first_loss = float(loss);
+      if (dump) ref.batches.insert(ref.batches.end(), seq.begin(), seq.end());
+      loss_sum += loss;
+      gpt->backward(1.0f / float(accum * dp));
+    }
+    // Gradients summed over replicas: each already carries its 1/(accum * dp) share.
+    if (dp > 1) dp_comm->all_reduce(Span<float>(gpt->grads().data(), gpt->grads().size()));
+    std::vector<double> loss_total{loss_sum / accum};
+    if (dp > 1) dp_comm->all_reduce(Span<double>(loss_total));
+    const double loss = loss_total[0] / dp;
+    if (dump && step == 0) {
+      ref.step0_grads.resize(gpt->table().total);
+      auto host = Kokkos::create_mirror_view(gpt->grads());
+      Kokkos::deep_copy(host, gpt->grads());
+      std::copy(host.data(), host.data() + host.size(), ref.step0_grads.begin());
+    }
+    if (dump) ref.losses.push_back(float(loss));
+    const double grad_norm = std::sqrt(layers::sum_of_squares(gpt->grads()));
+    const double lr = layers::learning_rate(tc.optim, step);
+    optimizer.update(gpt->params(), gpt->grads(), step, lr, grad_norm);
+    Kokkos::fence();
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double rate = tokens_per_step / seconds;
+    if (step > 0) rates.push_back(rate);
+    const double mfu = flops_per_step / seconds / (tc.peak_gflops * 1e9 * grid.size());
+    if (step == 0) result.first_loss = loss;
+    result.losses.push_back(loss);
+    result.last_loss = loss;
+    if (!std::isfinite(loss)) {
+      abort_job(
+          fmt::format("loss is {} at step {}: training diverged; lower train.lr", loss, step));
+    }
+    if (root) {
+      if (metrics.is_open()) {
+        nlohmann::json j{{"step", step}, {"loss", loss},         {"grad_norm", grad_norm},
+                         {"lr", lr},     {"tokens_per_s", rate}, {"ms_per_step", seconds * 1e3},
+                         {"mfu", mfu}};
+        metrics << j.dump() << "\n";
+        metrics.flush();
+      }
+      if (step % tc.log_every == 0 || step == tc.steps - 1) {
+        std::printf("step %5d/%d | loss %.4f | grad norm %.3f | lr %.2e | %8.0f tok/s | %7.1f ms "
+                    "| MFU %.1f%%\n",
+                    step + 1, tc.steps, loss, grad_norm, lr, rate, seconds * 1e3, 100.0 * mfu);
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (!rates.empty()) {
+    std::sort(rates.begin(), rates.end());
+    result.tokens_per_s = rates[rates.size() / 2];
+  }
+  if (root) {
+    if (!config.output.weights.empty()) {
+      const std::string path = config.output.dir + "/" + config.output.weights;
+      write_weights(path, *gpt, config);
+      std::printf("weights: %s\n", path.c_str());
+    }
+    if (dump) ref.write(config.output.reference_dump, config, *gpt);
+  }
+  return result;
+}
+
+} // namespace gridlm::app

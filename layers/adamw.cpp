@@ -1,0 +1,72 @@
+// AdamW, clipping and the learning-rate schedule.
+#include "layers/adamw.hpp"
+
+#include <cmath>
+
+#include "layers/kernels.hpp"
+
+namespace gridlm::layers {
+
+double learning_rate(const OptimizerConfig& c, int step) {
+  if (c.warmup_steps > 0 && step < c.warmup_steps) {
+    return c.lr * double(step + 1) / double(c.warmup_steps);
+  }
+  if (step >= c.total_steps) return c.min_lr;
+  const double span = double(std::max(1, c.total_steps - c.warmup_steps));
+  const double progress = double(step - c.warmup_steps) / span;
+  return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table) : config_(config) {
+  m_ = Kokkos::View<float*>("layers::AdamW::m", table.total);
+  v_ = Kokkos::View<float*>("layers::AdamW::v", table.total);
+  decay_ = Kokkos::View<float*>("layers::AdamW::decay", table.total);
+  auto host = Kokkos::create_mirror_view(decay_);
+  for (const ParamInfo& p : table.params) {
+    bool decays = p.kind == ParamKind::weight;
+    if (p.kind == ParamKind::embedding) decays = config.decay_embeddings;
+    if (p.kind == ParamKind::norm || p.kind == ParamKind::bias) {
+      decays = config.decay_norms_and_biases;
+    }
+    for (std::size_t i = 0; i < p.size; ++i) {
+      host(p.offset + i) = decays ? float(config.weight_decay) : 0.0f;
+    }
+  }
+  Kokkos::deep_copy(decay_, host);
+}
+
+void AdamW::update(Kokkos::View<float*> params, Kokkos::View<const float*> grads, int step,
+                   double lr, double grad_norm) {
+  const float clip = config_.grad_clip > 0.0 && grad_norm > config_.grad_clip
+                         ? float(config_.grad_clip / (grad_norm + 1e-6))
+                         : 1.0f;
+  const float b1 = float(config_.beta1), b2 = float(config_.beta2), eps = float(config_.eps);
+  const float bc1 = float(1.0 - std::pow(config_.beta1, step + 1));
+  const float bc2 = float(1.0 - std::pow(config_.beta2, step + 1));
+  const float flr = float(lr);
+  float* p = params.data();
+  const float* g = grads.data();
+  float* m = m_.data();
+  float* v = v_.data();
+  const float* wd = decay_.data();
+  for_each(
+      "layers::AdamW::update", long(params.size()), KOKKOS_LAMBDA(long i) {
+        const float gi = g[i] * clip;
+        m[i] = b1 * m[i] + (1.0f - b1) * gi;
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        const float mhat = m[i] / bc1, vhat = v[i] / bc2;
+        p[i] -= flr * (mhat / (std::sqrt(vhat) + eps) + wd[i] * p[i]);
+      });
+}
+
+double sum_of_squares(Kokkos::View<const float*> data) {
+  double total = 0.0;
+  const float* d = data.data();
+  Kokkos::parallel_reduce(
+      "layers::sum_of_squares",
+      Kokkos::RangePolicy<Kokkos::DefaultExecutionSpace, long>(0, long(data.size())),
+      KOKKOS_LAMBDA(long i, double& acc) { acc += double(d[i]) * double(d[i]); }, total);
+  return total;
+}
+
+} // namespace gridlm::layers
