@@ -2,13 +2,14 @@
 # -D variable, so -DGRIDLM_ENABLE_CUAD=ON would quietly build without CUDA. We refuse instead.
 set(_gridlm_known_options
   GRIDLM_ENABLE_CUDA GRIDLM_ENABLE_NCCL GRIDLM_WARNINGS_AS_ERRORS GRIDLM_BUILD_TESTS
-  GRIDLM_BUILD_BENCH GRIDLM_MAX_TEST_RANKS GRIDLM_CUDA_ARCHITECTURES)
+  GRIDLM_BUILD_BENCH GRIDLM_MAX_TEST_RANKS GRIDLM_CUDA_ARCHITECTURES GRIDLM_NATIVE_ARCH)
 
 option(GRIDLM_ENABLE_CUDA "Build the CUDA device code (needs nvcc)" OFF)
 option(GRIDLM_ENABLE_NCCL "Build the NCCL communication backend (needs CUDA)" OFF)
 option(GRIDLM_WARNINGS_AS_ERRORS "Treat compiler warnings as errors (CI builds)" OFF)
 option(GRIDLM_BUILD_TESTS "Build the GoogleTest suite and register it in CTest" ON)
 option(GRIDLM_BUILD_BENCH "Build the benchmarks under bench/" ON)
+option(GRIDLM_NATIVE_ARCH "Compile for this machine's CPU (-march=native); off for portable binaries" ON)
 set(GRIDLM_MAX_TEST_RANKS 8 CACHE STRING "Largest rank count MPI tests are registered at")
 set(GRIDLM_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to compile for")
 
@@ -24,7 +25,7 @@ foreach(_var IN LISTS _gridlm_cache_vars)
 endforeach()
 
 foreach(_opt GRIDLM_ENABLE_CUDA GRIDLM_ENABLE_NCCL GRIDLM_WARNINGS_AS_ERRORS GRIDLM_BUILD_TESTS
-             GRIDLM_BUILD_BENCH)
+             GRIDLM_BUILD_BENCH GRIDLM_NATIVE_ARCH)
   string(TOUPPER "${${_opt}}" _val)
   if(NOT _val MATCHES "^(ON|OFF|TRUE|FALSE|YES|NO|1|0)$")
     message(FATAL_ERROR "-D${_opt}=${${_opt}} is not a switch: use ON or OFF.")

@@ -9,15 +9,15 @@
 namespace gridlm::layers {
 
 struct OptimizerConfig {
-  double lr = 1e-3;                    // peak learning rate
-  double min_lr = 1e-4;                // floor of the cosine decay
-  int warmup_steps = 10;               // linear warmup from lr/warmup_steps to lr
-  int total_steps = 100;               // the cosine reaches min_lr here
-  double beta1 = 0.9;                  // AdamW first-moment decay
-  double beta2 = 0.95;                 // AdamW second-moment decay
-  double eps = 1e-8;                   // AdamW denominator epsilon
-  double weight_decay = 0.1;           // decoupled decay of matrices
-  bool decay_embeddings = false;       // also decay token/position embeddings
+  double lr = 1e-3;              // peak learning rate
+  double min_lr = 1e-4;          // floor of the cosine decay
+  int warmup_steps = 10;         // linear warmup from lr/warmup_steps to lr
+  int total_steps = 0;           // the cosine reaches min_lr here (0: the last step of the run)
+  double beta1 = 0.9;            // AdamW first-moment decay
+  double beta2 = 0.95;           // AdamW second-moment decay
+  double eps = 1e-8;             // AdamW denominator epsilon
+  double weight_decay = 0.1;     // decoupled decay of matrices
+  bool decay_embeddings = false; // also decay token/position embeddings
   bool decay_norms_and_biases = false; // also decay LayerNorm parameters and biases
   double grad_clip = 1.0;              // clip the global gradient norm to this (0: no clipping)
 };

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "layers/fast_math.hpp"
 #include "layers/kernels.hpp"
 
 namespace gridlm::layers {
@@ -14,7 +15,7 @@ void gelu_forward(float* out, const float* inp, long N) {
   for_each(
       "layers::GELU::forward", N, KOKKOS_LAMBDA(long i) {
         const float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + std::tanh(gelu_scale * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + fast_tanh(gelu_scale * (x + 0.044715f * x * x * x)));
       });
 }
 
@@ -23,7 +24,7 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
       "layers::GELU::backward", N, KOKKOS_LAMBDA(long i) {
         const float x = inp[i];
         const float u = gelu_scale * (x + 0.044715f * x * x * x);
-        const float th = std::tanh(u);
+        const float th = fast_tanh(u);
         const float sech2 = 1.0f - th * th;
         const float du = gelu_scale * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] += (0.5f * (1.0f + th) + 0.5f * x * sech2 * du) * dout[i];

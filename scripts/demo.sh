@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The main job, on a fresh Debian machine: installs what gridlm needs, builds it, and runs it on
-# 4 MPI ranks. For now (before training lands) it shows the grid the ranks form: 2 data-parallel
-# replicas x 2 tensor-parallel ranks, and then the same 4 ranks as a 2-stage pipeline.
+# The main job, on a fresh Debian machine: installs what gridlm needs, builds it, shows the grid
+# 4 MPI ranks form, and trains the tiny GPT (configs/tiny.toml) on the built-in learnable
+# synthetic language with 4 data-parallel ranks: the loss falls from ln(512) = 6.2 towards the
+# language's entropy rate (about 1.1). Metrics and weights land in gridlm-out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh cpu >/dev/null
 gridlm=build/bin/gridlm
+# One BLAS thread per rank: the ranks already fill the cores.
+export OPENBLAS_NUM_THREADS=1
 "$gridlm" --version
 echo
-mpiexec -n 4 "$gridlm" grid --dp 2 --tp 2
-echo
 mpiexec -n 4 "$gridlm" grid --dp auto --pp 2 --tp 2
+echo
+mpiexec -n 4 "$gridlm" train --config configs/tiny.toml --set train.micro_batch=2
