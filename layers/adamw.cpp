@@ -60,12 +60,31 @@ void AdamW::update(Kokkos::View<float*> params, Kokkos::View<const float*> grads
 }
 
 double sum_of_squares(Kokkos::View<const float*> data) {
-  double total = 0.0;
+  // Chunks of 1024 summed in 16 independent float lanes (which the compiler vectorises without
+  // reassociating anything), chunk totals accumulated in double.
+  constexpr long chunk = 1024, lanes = 16;
+  const long n = long(data.size());
   const float* d = data.data();
+  double total = 0.0;
   Kokkos::parallel_reduce(
       "layers::sum_of_squares",
-      Kokkos::RangePolicy<Kokkos::DefaultExecutionSpace, long>(0, long(data.size())),
-      KOKKOS_LAMBDA(long i, double& acc) { acc += double(d[i]) * double(d[i]); }, total);
+      Kokkos::RangePolicy<Kokkos::DefaultExecutionSpace, long>(0, (n + chunk - 1) / chunk),
+      KOKKOS_LAMBDA(long c, double& acc) {
+        const long begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
+        float lane[lanes] = {};
+        long i = begin;
+        for (; i + lanes <= end; i += lanes) {
+          for (long j = 0; j < lanes; ++j)
+            lane[j] += d[i + j] * d[i + j];
+        }
+        double part = 0.0;
+        for (; i < end; ++i)
+          part += double(d[i]) * double(d[i]);
+        for (long j = 0; j < lanes; ++j)
+          part += double(lane[j]);
+        acc += part;
+      },
+      total);
   return total;
 }
 

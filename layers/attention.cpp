@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "layers/fast_math.hpp"
 #include "layers/kernels.hpp"
 
 namespace gridlm::layers {
@@ -43,7 +44,7 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
           mx = a[j] > mx ? a[j] : mx;
         float sum = 0.0f;
         for (long j = 0; j <= t; ++j) {
-          a[j] = std::exp(a[j] - mx);
+          a[j] = fast_exp(a[j] - mx);
           sum += a[j];
         }
         const float inv = 1.0f / sum;
@@ -68,7 +69,7 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
 }
 
 void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout,
-                        AttentionSaved saved, int B, int T, int C, int NH) {
+                        AttentionSaved saved, int B, int T, int C, int NH, bool overwrite) {
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(float(hs));
   float* dyh = scratch.yh;
@@ -108,6 +109,7 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
     matmul(dq + bh * head, datt, false, saved.k + bh * head, false, T, hs, T, 1.0f, 0.0f);
     matmul(dk + bh * head, datt, true, saved.q + bh * head, false, T, hs, T, 1.0f, 0.0f);
   }
+  // A select, not 0 * old: an overwritten buffer may hold anything, even NaN.
   for_each(
       "layers::Attention::merge_qkv_grads", long(B) * T, KOKKOS_LAMBDA(long bt) {
         const long b = bt / T, t = bt % T;
@@ -115,9 +117,12 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
         for (int h = 0; h < NH; ++h) {
           const long src = ((b * NH + h) * T + t) * hs;
           for (int d = 0; d < hs; ++d) {
-            row[h * hs + d] += dq[src + d];
-            row[C + h * hs + d] += dk[src + d];
-            row[2 * C + h * hs + d] += dv[src + d];
+            float* gq = row + h * hs + d;
+            float* gk = gq + C;
+            float* gv = gk + C;
+            *gq = overwrite ? dq[src + d] : *gq + dq[src + d];
+            *gk = overwrite ? dk[src + d] : *gk + dk[src + d];
+            *gv = overwrite ? dv[src + d] : *gv + dv[src + d];
           }
         }
       });

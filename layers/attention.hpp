@@ -25,8 +25,8 @@ struct AttentionScratch {
 // out[B,T,C] = attention(qkv[B,T,3C]) with qkv = [q | k | v], C = NH * hs.
 void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratch, const float* qkv,
                        int B, int T, int C, int NH);
-// dqkv[B,T,3C] += d attention / d qkv applied to dout[B,T,C].
+// dqkv[B,T,3C] += d attention / d qkv applied to dout[B,T,C] (with overwrite: dqkv = ...).
 void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout,
-                        AttentionSaved saved, int B, int T, int C, int NH);
+                        AttentionSaved saved, int B, int T, int C, int NH, bool overwrite = false);
 
 } // namespace gridlm::layers

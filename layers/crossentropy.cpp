@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "layers/fast_math.hpp"
 #include "layers/kernels.hpp"
 
 namespace gridlm::layers {
@@ -18,7 +19,7 @@ double crossentropy_forward(float* logits_to_probs, float* losses, const std::in
           mx = p[j] > mx ? p[j] : mx;
         float sum = 0.0f;
         for (int j = 0; j < V; ++j) {
-          p[j] = std::exp(p[j] - mx);
+          p[j] = fast_exp(p[j] - mx);
           sum += p[j];
         }
         const float inv = 1.0f / sum;

@@ -19,7 +19,8 @@ void gelu_forward(float* out, const float* inp, long N) {
       });
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
+void gelu_backward(float* dinp, const float* inp, const float* dout, long N, bool overwrite) {
+  // A select, not 0 * old: an overwritten buffer may hold anything, even NaN.
   for_each(
       "layers::GELU::backward", N, KOKKOS_LAMBDA(long i) {
         const float x = inp[i];
@@ -27,7 +28,8 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
         const float th = fast_tanh(u);
         const float sech2 = 1.0f - th * th;
         const float du = gelu_scale * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] += (0.5f * (1.0f + th) + 0.5f * x * sech2 * du) * dout[i];
+        const float g = (0.5f * (1.0f + th) + 0.5f * x * sech2 * du) * dout[i];
+        dinp[i] = overwrite ? g : dinp[i] + g;
       });
 }
 

@@ -5,7 +5,8 @@ namespace gridlm::layers {
 
 // out[N] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void gelu_forward(float* out, const float* inp, long N);
-// dinp[N] += gelu'(inp) * dout
-void gelu_backward(float* dinp, const float* inp, const float* dout, long N);
+// dinp[N] += gelu'(inp) * dout (with overwrite: dinp = ...)
+void gelu_backward(float* dinp, const float* inp, const float* dout, long N,
+                   bool overwrite = false);
 
 } // namespace gridlm::layers

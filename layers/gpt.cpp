@@ -175,8 +175,7 @@ void GPT::backward(float loss_weight) {
   const ParamTable& t = table_;
 
   crossentropy_backward(logits_, targets_.data(), loss_weight / float(N), N, V);
-  fill_zero(d_ln_, N * C);
-  linear_backward(d_ln_, grad(t.lm_head), nullptr, logits_, lnf_, param(t.lm_head), N, C, V);
+  linear_backward(d_ln_, grad(t.lm_head), nullptr, logits_, lnf_, param(t.lm_head), N, C, V, true);
   const float* last = config_.n_layer > 0 ? blocks_.back().res3 : encoded_;
   fill_zero(d_res_, N * C);
   layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, last, param(t.lnf_w), lnf_mean_,
@@ -186,24 +185,20 @@ void GPT::backward(float loss_weight) {
     const BlockActs& a = blocks_[l];
     const float* residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
     // d_res holds d res3; res3 = res2 + mlp(ln2(res2)).
-    fill_zero(d_fchg_, N * 4 * C);
+    // Activation-gradient buffers are written once each: overwrite instead of zero + add.
     linear_backward(d_fchg_, grad(p.fcproj_w), grad(p.fcproj_b), d_res_, a.fch_gelu,
-                    param(p.fcproj_w), N, 4 * C, C);
-    fill_zero(d_fch_, N * 4 * C);
-    gelu_backward(d_fch_, a.fch, d_fchg_, N * 4 * C);
-    fill_zero(d_ln_, N * C);
-    linear_backward(d_ln_, grad(p.fc_w), grad(p.fc_b), d_fch_, a.ln2, param(p.fc_w), N, C, 4 * C);
+                    param(p.fcproj_w), N, 4 * C, C, true);
+    gelu_backward(d_fch_, a.fch, d_fchg_, N * 4 * C, true);
+    linear_backward(d_ln_, grad(p.fc_w), grad(p.fc_b), d_fch_, a.ln2, param(p.fc_w), N, C, 4 * C,
+                    true);
     layernorm_backward(d_res_, grad(p.ln2_w), grad(p.ln2_b), d_ln_, a.res2, param(p.ln2_w),
                        a.ln2_mean, a.ln2_rstd, N, C);
     // d_res now holds d res2; res2 = residual + attn(ln1(residual)).
-    fill_zero(d_atty_, N * C);
     linear_backward(d_atty_, grad(p.attproj_w), grad(p.attproj_b), d_res_, a.atty,
-                    param(p.attproj_w), N, C, C);
-    fill_zero(d_qkv_, N * 3 * C);
-    attention_backward(d_qkv_, attn_scratch_, d_atty_, a.attn, B, T, C, NH);
-    fill_zero(d_ln_, N * C);
-    linear_backward(d_ln_, grad(p.qkv_w), grad(p.qkv_b), d_qkv_, a.ln1, param(p.qkv_w), N, C,
-                    3 * C);
+                    param(p.attproj_w), N, C, C, true);
+    attention_backward(d_qkv_, attn_scratch_, d_atty_, a.attn, B, T, C, NH, true);
+    linear_backward(d_ln_, grad(p.qkv_w), grad(p.qkv_b), d_qkv_, a.ln1, param(p.qkv_w), N, C, 3 * C,
+                    true);
     layernorm_backward(d_res_, grad(p.ln1_w), grad(p.ln1_b), d_ln_, residual, param(p.ln1_w),
                        a.ln1_mean, a.ln1_rstd, N, C);
   }

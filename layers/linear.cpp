@@ -19,8 +19,10 @@ void linear_forward(float* out, const float* inp, const float* w, const float* b
 }
 
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                     const float* w, long N, int C, int OC) {
-  if (dinp != nullptr) matmul(dinp, dout, false, w, false, N, C, OC, 1.0f, 1.0f);
+                     const float* w, long N, int C, int OC, bool overwrite_dinp) {
+  if (dinp != nullptr) {
+    matmul(dinp, dout, false, w, false, N, C, OC, 1.0f, overwrite_dinp ? 0.0f : 1.0f);
+  }
   matmul(dw, dout, true, inp, false, OC, C, N, 1.0f, 1.0f);
   if (dbias != nullptr) {
     for_each(

@@ -8,8 +8,9 @@ namespace gridlm::layers {
 void linear_forward(float* out, const float* inp, const float* w, const float* bias, long N, int C,
                     int OC);
 // dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp; dbias[OC] += sum over rows of dout
-// (dinp or dbias may be null to skip them)
+// (dinp or dbias may be null to skip them). With overwrite_dinp, dinp = dout @ w instead: saves
+// zeroing a buffer that only this layer writes.
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                     const float* w, long N, int C, int OC);
+                     const float* w, long N, int C, int OC, bool overwrite_dinp = false);
 
 } // namespace gridlm::layers

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Benchmark: training throughput of gridlm against PyTorch (CPU) on the same model, the same
+# number of threads and the machine's BLAS setting, in one run; plus single-core SGEMM as the
+# ceiling for MFU. Alternates the two programs RUNS times per config and reports medians.
+#   bash bench/train_vs_torch.sh [RUNS] [CONFIGS...]      (default: 3 runs, tiny small)
+# Needs build/ (scripts/build.sh) and /usr/bin/python3 with torch (scripts/install-deps.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-3}
+shift || true
+configs=("$@")
+((${#configs[@]})) || configs=(tiny small)
+gridlm=build/bin/gridlm
+cores=$(nproc) # before OMP_NUM_THREADS=1, which nproc obeys
+# One thread each; PyTorch's OpenMP threads spin unless told to wait passively.
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+sgemm=$(build/bin/bench_sgemm_peak 1024 9 | sed -n 's/.*sgemm_gflops=\([0-9.]*\).*/\1/p')
+echo "single-core SGEMM (1024^3, through layers::matmul): $sgemm GFLOP/s"
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $cores cores, $runs runs each"
+printf '%-6s %12s %12s %7s %14s %10s\n' config gridlm_tok/s torch_tok/s ratio model_GFLOP/s MFU
+for cfg in "${configs[@]}"; do
+  case $cfg in
+    tiny) steps=12; tsteps=8 ;;
+    small) steps=6; tsteps=4 ;;
+    *) echo "unknown config $cfg (tiny or small)" >&2; exit 2 ;;
+  esac
+  g=() t=()
+  for ((r = 0; r < runs; r++)); do
+    g+=("$("$gridlm" train --config "configs/$cfg.toml" --set train.steps=$steps \
+      --set output.dir="$out" --set output.weights= --set output.metrics= |
+      sed -n 's/.*, \([0-9.]*\) tokens\/s (median).*/\1/p')")
+    t+=("$(/usr/bin/python3 bench/torch_gpt.py --config "$cfg" --steps $tsteps --warmup 1 \
+      --threads 1 | sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p')")
+  done
+  gm=$(printf '%s\n' "${g[@]}" | median)
+  tm=$(printf '%s\n' "${t[@]}" | median)
+  # Model FLOPs per token, as layers::flops_per_token counts them.
+  flops=$(awk -v c="$cfg" 'BEGIN {
+    if (c == "tiny") { L=4; C=128; V=512; T=128 } else { L=6; C=384; V=8192; T=256 }
+    print 6 * (L * 12 * C * C + V * C) + 3 * 4 * L * T * C }')
+  awk -v c="$cfg" -v g="$gm" -v t="$tm" -v f="$flops" -v s="$sgemm" 'BEGIN {
+    printf "%-6s %12.0f %12.0f %7.2f %14.1f %9.1f%%\n", c, g, t, g / t, g * f / 1e9, 100 * g * f / 1e9 / s }'
+  echo "  gridlm runs: ${g[*]}; torch runs: ${t[*]}"
+done
