@@ -1,5 +1,5 @@
 // Attention kernels: head split/merge and masked softmax in Kokkos, score and output products as
-// GEMMs per (batch, head).
+// GEMMs per (batch, head, causal row block).
 #include "layers/attention.hpp"
 
 #include <cmath>
@@ -8,6 +8,37 @@
 #include "layers/kernels.hpp"
 
 namespace gridlm::layers {
+namespace {
+
+// Row block r: query rows [r0, r1), keys [0, r1), scores at `offset` in the packed matrix.
+struct Block {
+  long r0, r1, offset;
+};
+
+// How merged gradients meet the buffer: functors, so device lambdas can call them.
+struct Assign {
+  KOKKOS_INLINE_FUNCTION void operator()(float& to, float from) const { to = from; }
+};
+struct Accumulate {
+  KOKKOS_INLINE_FUNCTION void operator()(float& to, float from) const { to += from; }
+};
+
+long num_blocks(int T) { return (T + attention_block - 1) / attention_block; }
+
+Block block(int T, long r) {
+  const long r0 = r * attention_block;
+  const long r1 = r0 + attention_block < T ? r0 + attention_block : T;
+  // Blocks before r are full: sum over i < r of attention_block * (i + 1) * attention_block.
+  const long offset = long(attention_block) * attention_block * r * (r + 1) / 2;
+  return {r0, r1, offset};
+}
+
+} // namespace
+
+std::size_t attention_scores_per_head(int T) {
+  const Block last = block(T, num_blocks(T) - 1);
+  return std::size_t(last.offset + (last.r1 - last.r0) * last.r1);
+}
 
 void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratch, const float* qkv,
                        int B, int T, int C, int NH) {
@@ -16,7 +47,6 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
   float* q = saved.q;
   float* k = saved.k;
   float* v = saved.v;
-  float* att = saved.att;
   float* yh = scratch.yh;
   for_each(
       "layers::Attention::split_heads", long(B) * T, KOKKOS_LAMBDA(long bt) {
@@ -31,30 +61,36 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
           }
         }
       });
-  const long head = long(T) * hs, scores = long(T) * T;
+  const long head = long(T) * hs, per_head = long(attention_scores_per_head(T));
   for (long bh = 0; bh < long(B) * NH; ++bh) {
-    matmul(att + bh * scores, q + bh * head, false, k + bh * head, true, T, T, hs, scale, 0.0f);
-  }
-  for_each(
-      "layers::Attention::causal_softmax", long(B) * NH * T, KOKKOS_LAMBDA(long row) {
-        const long t = row % T;
-        float* a = att + row * T;
-        float mx = a[0];
-        for (long j = 1; j <= t; ++j)
-          mx = a[j] > mx ? a[j] : mx;
-        float sum = 0.0f;
-        for (long j = 0; j <= t; ++j) {
-          a[j] = fast_exp(a[j] - mx);
-          sum += a[j];
-        }
-        const float inv = 1.0f / sum;
-        for (long j = 0; j <= t; ++j)
-          a[j] *= inv;
-        for (long j = t + 1; j < T; ++j)
-          a[j] = 0.0f;
-      });
-  for (long bh = 0; bh < long(B) * NH; ++bh) {
-    matmul(yh + bh * head, att + bh * scores, false, v + bh * head, false, T, hs, T, 1.0f, 0.0f);
+    for (long r = 0; r < num_blocks(T); ++r) {
+      const Block blk = block(T, r);
+      const long rows = blk.r1 - blk.r0, keys = blk.r1;
+      float* a = saved.att + bh * per_head + blk.offset; // [rows, keys]
+      matmul(a, q + bh * head + blk.r0 * hs, false, k + bh * head, true, rows, keys, hs, scale,
+             0.0f);
+      const long r0 = blk.r0;
+      for_each(
+          "layers::Attention::causal_softmax", rows, KOKKOS_LAMBDA(long i) {
+            const long t = r0 + i; // keys 0..t are visible
+            float* ar = a + i * keys;
+            float mx = ar[0];
+            for (long j = 1; j <= t; ++j)
+              mx = ar[j] > mx ? ar[j] : mx;
+            float sum = 0.0f;
+            for (long j = 0; j <= t; ++j) {
+              ar[j] = fast_exp(ar[j] - mx);
+              sum += ar[j];
+            }
+            const float inv = 1.0f / sum;
+            for (long j = 0; j <= t; ++j)
+              ar[j] *= inv;
+            for (long j = t + 1; j < keys; ++j)
+              ar[j] = 0.0f;
+          });
+      matmul(yh + bh * head + blk.r0 * hs, a, false, v + bh * head, false, rows, hs, keys, 1.0f,
+             0.0f);
+    }
   }
   for_each(
       "layers::Attention::merge_heads", long(B) * T, KOKKOS_LAMBDA(long bt) {
@@ -87,45 +123,60 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
             dst[d] = row[h * hs + d];
         }
       });
-  const long head = long(T) * hs, scores = long(T) * T;
+  const long head = long(T) * hs, per_head = long(attention_scores_per_head(T));
   for (long bh = 0; bh < long(B) * NH; ++bh) {
-    const float* a = saved.att + bh * scores;
-    const float* g = dyh + bh * head;
-    matmul(datt, g, false, saved.v + bh * head, true, T, T, hs, 1.0f, 0.0f);
-    matmul(dv + bh * head, a, true, g, false, T, hs, T, 1.0f, 0.0f);
-    // Softmax backward in place: dS = att * (datt - rowsum(att * datt)) * scale.
-    for_each(
-        "layers::Attention::softmax_backward", T, KOKKOS_LAMBDA(long t) {
-          const float* ar = a + t * T;
-          float* dr = datt + t * T;
-          float dot = 0.0f;
-          for (long j = 0; j <= t; ++j)
-            dot += ar[j] * dr[j];
-          for (long j = 0; j <= t; ++j)
-            dr[j] = ar[j] * (dr[j] - dot) * scale;
-          for (long j = t + 1; j < T; ++j)
-            dr[j] = 0.0f;
-        });
-    matmul(dq + bh * head, datt, false, saved.k + bh * head, false, T, hs, T, 1.0f, 0.0f);
-    matmul(dk + bh * head, datt, true, saved.q + bh * head, false, T, hs, T, 1.0f, 0.0f);
+    // Last block first: it touches every key row, so it initialises dk and dv (beta 0) and the
+    // earlier blocks accumulate into their prefixes.
+    for (long r = num_blocks(T) - 1; r >= 0; --r) {
+      const Block blk = block(T, r);
+      const long rows = blk.r1 - blk.r0, keys = blk.r1;
+      const bool first = r == num_blocks(T) - 1;
+      const float* a = saved.att + bh * per_head + blk.offset; // [rows, keys]
+      const float* g = dyh + bh * head + blk.r0 * hs;          // [rows, hs]
+      matmul(datt, g, false, saved.v + bh * head, true, rows, keys, hs, 1.0f, 0.0f);
+      matmul(dv + bh * head, a, true, g, false, keys, hs, rows, 1.0f, first ? 0.0f : 1.0f);
+      const long r0 = blk.r0;
+      // Softmax backward in place: dS = att * (datt - rowsum(att * datt)) * scale.
+      for_each(
+          "layers::Attention::softmax_backward", rows, KOKKOS_LAMBDA(long i) {
+            const long t = r0 + i;
+            const float* ar = a + i * keys;
+            float* dr = datt + i * keys;
+            float dot = 0.0f;
+            for (long j = 0; j <= t; ++j)
+              dot += ar[j] * dr[j];
+            for (long j = 0; j <= t; ++j)
+              dr[j] = ar[j] * (dr[j] - dot) * scale;
+            for (long j = t + 1; j < keys; ++j)
+              dr[j] = 0.0f;
+          });
+      matmul(dq + bh * head + blk.r0 * hs, datt, false, saved.k + bh * head, false, rows, hs, keys,
+             1.0f, 0.0f);
+      matmul(dk + bh * head, datt, true, saved.q + bh * head + blk.r0 * hs, false, keys, hs, rows,
+             1.0f, first ? 0.0f : 1.0f);
+    }
   }
-  // A select, not 0 * old: an overwritten buffer may hold anything, even NaN.
-  for_each(
-      "layers::Attention::merge_qkv_grads", long(B) * T, KOKKOS_LAMBDA(long bt) {
-        const long b = bt / T, t = bt % T;
-        float* row = dqkv + bt * 3 * C;
-        for (int h = 0; h < NH; ++h) {
-          const long src = ((b * NH + h) * T + t) * hs;
-          for (int d = 0; d < hs; ++d) {
-            float* gq = row + h * hs + d;
-            float* gk = gq + C;
-            float* gv = gk + C;
-            *gq = overwrite ? dq[src + d] : *gq + dq[src + d];
-            *gk = overwrite ? dk[src + d] : *gk + dk[src + d];
-            *gv = overwrite ? dv[src + d] : *gv + dv[src + d];
+  // Two loops rather than a select inside one, which would keep it from vectorising.
+  auto merge = [&](auto combine) {
+    for_each(
+        "layers::Attention::merge_qkv_grads", long(B) * T, KOKKOS_LAMBDA(long bt) {
+          const long b = bt / T, t = bt % T;
+          float* row = dqkv + bt * 3 * C;
+          for (int h = 0; h < NH; ++h) {
+            const long src = ((b * NH + h) * T + t) * hs;
+            for (int d = 0; d < hs; ++d) {
+              combine(row[h * hs + d], dq[src + d]);
+              combine(row[C + h * hs + d], dk[src + d]);
+              combine(row[2 * C + h * hs + d], dv[src + d]);
+            }
           }
-        }
-      });
+        });
+  };
+  if (overwrite) {
+    merge(Assign{});
+  } else {
+    merge(Accumulate{});
+  }
 }
 
 } // namespace gridlm::layers

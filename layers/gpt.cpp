@@ -72,7 +72,7 @@ GPT::GPT(const ModelConfig& config, int B, int T) : config_(config), B_(B), T_(T
       b.attn.q = a.take(N * C);
       b.attn.k = a.take(N * C);
       b.attn.v = a.take(N * C);
-      b.attn.att = a.take(std::size_t(B) * NH * T * T);
+      b.attn.att = a.take(std::size_t(B) * NH * attention_scores_per_head(T));
       b.atty = a.take(N * C);
       b.res2 = a.take(N * C);
       b.ln2 = a.take(N * C);
@@ -96,7 +96,7 @@ GPT::GPT(const ModelConfig& config, int B, int T) : config_(config), B_(B), T_(T
     d_fch_ = s.take(N * 4 * C);
     d_fchg_ = s.take(N * 4 * C);
     attn_scratch_.yh = s.take(N * C);
-    attn_scratch_.datt = s.take(std::size_t(T) * T);
+    attn_scratch_.datt = s.take(std::size_t(attention_block) * T);
     attn_scratch_.dq = s.take(N * C);
     attn_scratch_.dk = s.take(N * C);
     attn_scratch_.dv = s.take(N * C);

@@ -134,13 +134,16 @@ TEST(GradCheck, Gelu) {
   expect_gradient("gelu input", x, dx, loss, 1e-3f);
 }
 
-TEST(GradCheck, CausalSelfAttention) {
-  std::mt19937 rng(5);
-  const int B = 2, T = 5, NH = 2, C = 8;
+namespace {
+
+// Gradient of attention at sequence length T, and causality: output at position 0 must not
+// change when a later key changes.
+void check_attention(int B, int T, int NH, int C, unsigned seed, std::size_t samples) {
+  std::mt19937 rng(seed);
   const long N = long(B) * T;
   Vec qkv = random_vec(N * 3 * C, rng), R = random_vec(N * C, rng), out(N * C), dqkv(N * 3 * C);
-  Vec q(N * C), k(N * C), v(N * C), att(B * NH * T * T), yh(N * C), datt(T * T), dq(N * C),
-      dk(N * C), dv(N * C);
+  Vec q(N * C), k(N * C), v(N * C), att(B * NH * attention_scores_per_head(T)), yh(N * C),
+      datt(attention_block * T), dq(N * C), dk(N * C), dv(N * C);
   AttentionSaved saved{q.data(), k.data(), v.data(), att.data()};
   AttentionScratch scratch{yh.data(), datt.data(), dq.data(), dk.data(), dv.data()};
   auto loss = [&] {
@@ -149,13 +152,23 @@ TEST(GradCheck, CausalSelfAttention) {
   };
   loss();
   attention_backward(dqkv.data(), scratch, R.data(), saved, B, T, C, NH);
-  expect_gradient("attention qkv", qkv, dqkv, loss, 1e-2f, 240);
-  // Causality: the output at position 0 must not depend on later positions.
+  expect_gradient("attention qkv", qkv, dqkv, loss, 1e-2f, samples);
   loss();
   const float first = out[0];
   qkv[(T - 1) * 3 * C + C] += 1.0f; // a key at the last position of batch 0
   loss();
   EXPECT_EQ(out[0], first);
+}
+
+} // namespace
+
+TEST(GradCheck, CausalSelfAttention) { check_attention(2, 5, 2, 8, 5, 240); }
+
+// Three causal row blocks, the last one partial: exercises the blocked score storage and the
+// accumulation of key and value gradients across blocks.
+TEST(GradCheck, CausalSelfAttentionAcrossBlocks) {
+  ASSERT_GT(70, 2 * attention_block);
+  check_attention(1, 70, 2, 8, 8, 400);
 }
 
 TEST(GradCheck, SoftmaxCrossEntropy) {
