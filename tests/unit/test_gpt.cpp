@@ -1,0 +1,124 @@
+// The GPT's contracts beyond its numerics: the parameter table, initialisation that depends only
+// on (seed, parameter name), and activations planned for one micro-batch shape.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "layers/adamw.hpp"
+#include "layers/gpt.hpp"
+#include "parallel/diagnostics.hpp"
+
+using namespace gridlm::layers;
+
+namespace {
+
+ModelConfig small() {
+  ModelConfig m;
+  m.vocab_size = 17;
+  m.seq_len = 8;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.d_model = 8;
+  return m;
+}
+
+std::vector<float> values(const GPT& g, const std::string& name) {
+  const int i = g.table().find(name);
+  return std::vector<float>(g.param(i), g.param(i) + g.table().params[i].size);
+}
+
+} // namespace
+
+TEST(ParamTable, NamesShapesSplitsAndOwners) {
+  ModelConfig m = small();
+  const ParamTable t = make_param_table(m);
+  const ParamInfo& qkv = t.params[t.find("h.1.attn.c_attn.weight")];
+  EXPECT_EQ(qkv.shape, (std::vector<std::int64_t>{24, 8}));
+  EXPECT_EQ(qkv.split, TpSplit::rows);
+  EXPECT_EQ(qkv.block, 1);
+  EXPECT_EQ(t.params[t.find("h.0.mlp.c_proj.weight")].split, TpSplit::cols);
+  EXPECT_EQ(t.params[t.find("ln_f.weight")].block, -1);
+  EXPECT_EQ(t.lm_head, t.wte) << "tied by default";
+  EXPECT_EQ(t.find("lm_head.weight"), -1);
+  // Parameters tile the flat buffer exactly, in order.
+  std::size_t next = 0;
+  for (const ParamInfo& p : t.params) {
+    EXPECT_EQ(p.offset, next) << p.name;
+    next += p.size;
+  }
+  EXPECT_EQ(next, t.total);
+  m.tied_embeddings = false;
+  EXPECT_NE(make_param_table(m).find("lm_head.weight"), -1);
+}
+
+TEST(Init, SameSeedSameBitsOtherSeedOtherValues) {
+  GPT a(small(), 2, 8), b(small(), 2, 8), c(small(), 2, 8);
+  init_parameters(a.params(), a.table(), 5);
+  init_parameters(b.params(), b.table(), 5);
+  init_parameters(c.params(), c.table(), 6);
+  for (const ParamInfo& p : a.table().params) {
+    EXPECT_EQ(values(a, p.name), values(b, p.name)) << p.name;
+    if (p.init_std > 0) {
+      EXPECT_NE(values(a, p.name), values(c, p.name)) << p.name;
+    }
+  }
+  EXPECT_EQ(values(a, "h.0.ln_1.weight"), std::vector<float>(8, 1.0f));
+  EXPECT_EQ(values(a, "h.0.attn.c_attn.bias"), std::vector<float>(24, 0.0f));
+}
+
+TEST(Init, ValuesDependOnTheNameNotOnTheOtherTensors) {
+  // The untied model has one more tensor (lm_head), shifting every later offset; shared names
+  // must still get identical values.
+  ModelConfig untied = small();
+  untied.tied_embeddings = false;
+  GPT a(small(), 1, 8), b(untied, 1, 8);
+  init_parameters(a.params(), a.table(), 9);
+  init_parameters(b.params(), b.table(), 9);
+  for (const ParamInfo& p : a.table().params)
+    EXPECT_EQ(values(a, p.name), values(b, p.name));
+}
+
+TEST(Init, StandardDeviationsFollowGpt2) {
+  ModelConfig m = small();
+  m.d_model = 64;
+  m.n_head = 4;
+  m.n_layer = 8;
+  GPT g(m, 1, 8);
+  init_parameters(g.params(), g.table(), 1);
+  auto stddev = [&](const std::string& name) {
+    const std::vector<float> v = values(g, name);
+    double s = 0.0;
+    for (float x : v)
+      s += double(x) * x;
+    return std::sqrt(s / double(v.size()));
+  };
+  EXPECT_NEAR(stddev("h.0.mlp.c_fc.weight"), 0.02, 0.001);
+  EXPECT_NEAR(stddev("h.0.mlp.c_proj.weight"), 0.02 / std::sqrt(16.0), 0.0005);
+}
+
+TEST(Activations, OtherShapesAreRefused) {
+  GPT g(small(), 2, 8);
+  init_parameters(g.params(), g.table(), 1);
+  std::vector<std::int32_t> tok(3 * 8, 1);
+  EXPECT_THROW(g.forward(tok.data(), tok.data(), 3, 8), gridlm::Error);
+  EXPECT_THROW(g.forward(tok.data(), tok.data(), 2, 4), gridlm::Error);
+  EXPECT_NO_THROW(g.forward(tok.data(), tok.data(), 2, 8));
+  EXPECT_THROW(GPT(small(), 2, 9), gridlm::Error) << "longer than the context";
+  tok[3] = 17; // outside the vocabulary
+  EXPECT_THROW(g.forward(tok.data(), tok.data(), 2, 8), gridlm::Error);
+}
+
+TEST(Schedule, WarmupThenCosineToTheFloor) {
+  OptimizerConfig c;
+  c.lr = 1.0;
+  c.min_lr = 0.1;
+  c.warmup_steps = 4;
+  c.total_steps = 14;
+  EXPECT_DOUBLE_EQ(learning_rate(c, 0), 0.25);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 3), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 4), 1.0);
+  EXPECT_NEAR(learning_rate(c, 9), 0.55, 1e-12); // half way: (1 + 0.1) / 2
+  EXPECT_DOUBLE_EQ(learning_rate(c, 14), 0.1);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 100), 0.1);
+}
