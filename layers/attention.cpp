@@ -33,6 +33,37 @@ Block block(int T, long r) {
   return {r0, r1, offset};
 }
 
+// Head-major copy: dst[B,NH,T,hs] = columns [col, col + C) of src rows [B*T, row_stride].
+void to_heads(float* dst, const float* src, long row_stride, long col, int B, int T, int NH,
+              int hs) {
+  for_each(
+      "layers::Attention::to_heads", long(B) * T, KOKKOS_LAMBDA(long bt) {
+        const long b = bt / T, t = bt % T;
+        const float* row = src + bt * row_stride + col;
+        for (int h = 0; h < NH; ++h) {
+          float* out = dst + ((b * NH + h) * T + t) * hs;
+          for (int d = 0; d < hs; ++d)
+            out[d] = row[h * hs + d];
+        }
+      });
+}
+
+// The inverse: columns [col, col + C) of dst rows get src[B,NH,T,hs], through `combine`.
+template <class Combine>
+void from_heads(float* dst, const float* src, long row_stride, long col, int B, int T, int NH,
+                int hs, Combine combine) {
+  for_each(
+      "layers::Attention::from_heads", long(B) * T, KOKKOS_LAMBDA(long bt) {
+        const long b = bt / T, t = bt % T;
+        float* row = dst + bt * row_stride + col;
+        for (int h = 0; h < NH; ++h) {
+          const float* in = src + ((b * NH + h) * T + t) * hs;
+          for (int d = 0; d < hs; ++d)
+            combine(row[h * hs + d], in[d]);
+        }
+      });
+}
+
 } // namespace
 
 std::size_t attention_scores_per_head(int T) {
@@ -48,19 +79,9 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
   float* k = saved.k;
   float* v = saved.v;
   float* yh = scratch.yh;
-  for_each(
-      "layers::Attention::split_heads", long(B) * T, KOKKOS_LAMBDA(long bt) {
-        const long b = bt / T, t = bt % T;
-        const float* row = qkv + bt * 3 * C;
-        for (int h = 0; h < NH; ++h) {
-          const long dst = ((b * NH + h) * T + t) * hs;
-          for (int d = 0; d < hs; ++d) {
-            q[dst + d] = row[h * hs + d];
-            k[dst + d] = row[C + h * hs + d];
-            v[dst + d] = row[2 * C + h * hs + d];
-          }
-        }
-      });
+  to_heads(q, qkv, 3 * C, 0, B, T, NH, hs);
+  to_heads(k, qkv, 3 * C, C, B, T, NH, hs);
+  to_heads(v, qkv, 3 * C, 2 * C, B, T, NH, hs);
   const long head = long(T) * hs, per_head = long(attention_scores_per_head(T));
   for (long bh = 0; bh < long(B) * NH; ++bh) {
     for (long r = 0; r < num_blocks(T); ++r) {
@@ -92,16 +113,7 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
              0.0f);
     }
   }
-  for_each(
-      "layers::Attention::merge_heads", long(B) * T, KOKKOS_LAMBDA(long bt) {
-        const long b = bt / T, t = bt % T;
-        float* o = out + bt * C;
-        for (int h = 0; h < NH; ++h) {
-          const float* src = yh + ((b * NH + h) * T + t) * hs;
-          for (int d = 0; d < hs; ++d)
-            o[h * hs + d] = src[d];
-        }
-      });
+  from_heads(out, yh, C, 0, B, T, NH, hs, Assign{});
 }
 
 void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout,
@@ -113,16 +125,7 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
   float* dq = scratch.dq;
   float* dk = scratch.dk;
   float* dv = scratch.dv;
-  for_each(
-      "layers::Attention::split_head_grads", long(B) * T, KOKKOS_LAMBDA(long bt) {
-        const long b = bt / T, t = bt % T;
-        const float* row = dout + bt * C;
-        for (int h = 0; h < NH; ++h) {
-          float* dst = dyh + ((b * NH + h) * T + t) * hs;
-          for (int d = 0; d < hs; ++d)
-            dst[d] = row[h * hs + d];
-        }
-      });
+  to_heads(dyh, dout, C, 0, B, T, NH, hs);
   const long head = long(T) * hs, per_head = long(attention_scores_per_head(T));
   for (long bh = 0; bh < long(B) * NH; ++bh) {
     // Last block first: it touches every key row, so it initialises dk and dv (beta 0) and the
@@ -156,26 +159,13 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
              1.0f, first ? 0.0f : 1.0f);
     }
   }
-  // Two loops rather than a select inside one, which would keep it from vectorising.
-  auto merge = [&](auto combine) {
-    for_each(
-        "layers::Attention::merge_qkv_grads", long(B) * T, KOKKOS_LAMBDA(long bt) {
-          const long b = bt / T, t = bt % T;
-          float* row = dqkv + bt * 3 * C;
-          for (int h = 0; h < NH; ++h) {
-            const long src = ((b * NH + h) * T + t) * hs;
-            for (int d = 0; d < hs; ++d) {
-              combine(row[h * hs + d], dq[src + d]);
-              combine(row[C + h * hs + d], dk[src + d]);
-              combine(row[2 * C + h * hs + d], dv[src + d]);
-            }
-          }
-        });
-  };
-  if (overwrite) {
-    merge(Assign{});
-  } else {
-    merge(Accumulate{});
+  // Two instantiations rather than a select inside one loop, which would keep it scalar.
+  for (auto [src, col] : {std::pair{dq, 0}, {dk, C}, {dv, 2 * C}}) {
+    if (overwrite) {
+      from_heads(dqkv, src, 3 * C, col, B, T, NH, hs, Assign{});
+    } else {
+      from_heads(dqkv, src, 3 * C, col, B, T, NH, hs, Accumulate{});
+    }
   }
 }
 

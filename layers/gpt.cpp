@@ -44,21 +44,23 @@ void check_config(const ModelConfig& m) {
 
 } // namespace
 
-GPT::GPT(const ModelConfig& config, int B, int T) : config_(config), B_(B), T_(T) {
+GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage)
+    : config_(config), stage_(stage), B_(B), T_(T) {
   check_config(config);
   if (B <= 0 || T <= 0 || T > config.seq_len) {
     throw Error(fmt::format("micro-batch of {} x {} tokens: need at least 1 x 1 and at most "
                             "model.seq_len = {} tokens per sequence",
                             B, T, config.seq_len));
   }
-  table_ = make_param_table(config);
+  table_ = make_param_table(config, stage);
+  if (stage_.last_block < 0) stage_.last_block = config.n_layer;
   params_ = Kokkos::View<float*>("layers::GPT::params", table_.total);
   grads_ = Kokkos::View<float*>("layers::GPT::grads", table_.total);
   tokens_ = Kokkos::View<std::int32_t*>("layers::GPT::tokens", std::size_t(B) * T);
   targets_ = Kokkos::View<std::int32_t*>("layers::GPT::targets", std::size_t(B) * T);
 
   const std::size_t N = std::size_t(B) * T, C = config.d_model, V = config.vocab_size,
-                    NH = config.n_head, L = config.n_layer;
+                    NH = config.n_head, L = table_.blocks.size();
   // Two passes: count, allocate, then hand out pointers.
   for (int pass = 0; pass < 2; ++pass) {
     Carver a(pass == 0 ? nullptr : acts_.data());
@@ -82,11 +84,13 @@ GPT::GPT(const ModelConfig& config, int B, int T) : config_(config), B_(B), T_(T
       b.fch_gelu = a.take(N * 4 * C);
       b.res3 = a.take(N * C);
     }
-    lnf_ = a.take(N * C);
-    lnf_mean_ = a.take(N);
-    lnf_rstd_ = a.take(N);
-    logits_ = a.take(N * V);
-    losses_ = a.take(N);
+    if (stage_.head) {
+      lnf_ = a.take(N * C);
+      lnf_mean_ = a.take(N);
+      lnf_rstd_ = a.take(N);
+      logits_ = a.take(N * V);
+      losses_ = a.take(N);
+    }
 
     Carver s(pass == 0 ? nullptr : scratch_.data());
     d_res_ = s.take(N * C);
@@ -117,24 +121,41 @@ void GPT::check_shape(int B, int T) const {
 
 double GPT::forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                     float* logits_out) {
+  if (!stage_.embedding || !stage_.head) {
+    throw Error("GPT::forward needs the whole model; a pipeline stage uses forward_stage");
+  }
+  return forward_stage(tokens, nullptr, targets, B, T, logits_out);
+}
+
+const float* GPT::output() const { return blocks_.empty() ? encoded_ : blocks_.back().res3; }
+
+double GPT::forward_stage(const std::int32_t* tokens, const float* input,
+                          const std::int32_t* targets, int B, int T, float* logits_out) {
   check_shape(B, T);
   const int C = config_.d_model, V = config_.vocab_size, NH = config_.n_head;
   const long N = long(B) * T;
-  for (long i = 0; i < N; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= V || targets[i] < 0 || targets[i] >= V) {
-      throw Error(fmt::format("token id {} at position {} is outside the vocabulary of {}",
-                              tokens[i] < 0 || tokens[i] >= V ? tokens[i] : targets[i], i, V));
-    }
-  }
   using HostTokens =
       Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  Kokkos::deep_copy(tokens_, HostTokens(tokens, N));
-  Kokkos::deep_copy(targets_, HostTokens(targets, N));
+  auto check_ids = [&](const std::int32_t* ids, const char* what) {
+    for (long i = 0; i < N; ++i) {
+      if (ids[i] < 0 || ids[i] >= V) {
+        throw Error(fmt::format("{} id {} at position {} is outside the vocabulary of {}", what,
+                                ids[i], i, V));
+      }
+    }
+  };
   const ParamTable& t = table_;
-
-  encoder_forward(encoded_, tokens_.data(), param(t.wte), param(t.wpe), B, T, C);
+  if (stage_.embedding) {
+    check_ids(tokens, "token");
+    Kokkos::deep_copy(tokens_, HostTokens(tokens, N));
+    encoder_forward(encoded_, tokens_.data(), param(t.wte), param(t.wpe), B, T, C);
+  } else {
+    float* dst = encoded_;
+    for_each(
+        "layers::GPT::stage_input", N * C, KOKKOS_LAMBDA(long i) { dst[i] = input[i]; });
+  }
   const float* residual = encoded_;
-  for (int l = 0; l < config_.n_layer; ++l) {
+  for (std::size_t l = 0; l < blocks_.size(); ++l) {
     const BlockParams& p = t.blocks[l];
     BlockActs& a = blocks_[l];
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p.ln1_w), param(p.ln1_b), N,
@@ -155,6 +176,10 @@ double GPT::forward(const std::int32_t* tokens, const std::int32_t* targets, int
         "layers::Residual::forward", N * C, KOKKOS_LAMBDA(long i) { res3[i] += res2[i]; });
     residual = a.res3;
   }
+  have_forward_ = true;
+  if (!stage_.head) return 0.0;
+  check_ids(targets, "target");
+  Kokkos::deep_copy(targets_, HostTokens(targets, N));
   layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, param(t.lnf_w), param(t.lnf_b), N, C);
   linear_forward(logits_, lnf_, param(t.lm_head), nullptr, N, C, V);
   if (logits_out != nullptr) {
@@ -163,29 +188,37 @@ double GPT::forward(const std::int32_t* tokens, const std::int32_t* targets, int
     using DevIn = Kokkos::View<const float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     Kokkos::deep_copy(HostOut(logits_out, std::size_t(N) * V), DevIn(logits_, std::size_t(N) * V));
   }
-  have_forward_ = true;
   return crossentropy_forward(logits_, losses_, targets_.data(), N, V);
 }
 
-void GPT::backward(float loss_weight) {
+void GPT::backward(float loss_weight, const float* doutput) {
   if (!have_forward_) throw Error("GPT::backward called without a forward of the same batch");
+  if (!stage_.head && doutput == nullptr) {
+    throw Error("GPT::backward of a stage without the head needs the gradient of its output");
+  }
   have_forward_ = false;
   const int B = B_, T = T_, C = config_.d_model, V = config_.vocab_size, NH = config_.n_head;
   const long N = long(B) * T;
   const ParamTable& t = table_;
 
-  crossentropy_backward(logits_, targets_.data(), loss_weight / float(N), N, V);
-  linear_backward(d_ln_, grad(t.lm_head), nullptr, logits_, lnf_, param(t.lm_head), N, C, V, true);
-  const float* last = config_.n_layer > 0 ? blocks_.back().res3 : encoded_;
-  fill_zero(d_res_, N * C);
-  layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, last, param(t.lnf_w), lnf_mean_,
-                     lnf_rstd_, N, C);
-  for (int l = config_.n_layer - 1; l >= 0; --l) {
+  if (stage_.head) {
+    crossentropy_backward(logits_, targets_.data(), loss_weight / float(N), N, V);
+    linear_backward(d_ln_, grad(t.lm_head), nullptr, logits_, lnf_, param(t.lm_head), N, C, V,
+                    true);
+    fill_zero(d_res_, N * C);
+    layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, output(), param(t.lnf_w),
+                       lnf_mean_, lnf_rstd_, N, C);
+  } else {
+    float* dst = d_res_;
+    for_each(
+        "layers::GPT::stage_output_grad", N * C, KOKKOS_LAMBDA(long i) { dst[i] = doutput[i]; });
+  }
+  for (int l = int(blocks_.size()) - 1; l >= 0; --l) {
     const BlockParams& p = t.blocks[l];
     const BlockActs& a = blocks_[l];
     const float* residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
-    // d_res holds d res3; res3 = res2 + mlp(ln2(res2)).
-    // Activation-gradient buffers are written once each: overwrite instead of zero + add.
+    // d_res holds d res3; res3 = res2 + mlp(ln2(res2)). Activation-gradient buffers are
+    // written once each: overwrite instead of zero + add.
     linear_backward(d_fchg_, grad(p.fcproj_w), grad(p.fcproj_b), d_res_, a.fch_gelu,
                     param(p.fcproj_w), N, 4 * C, C, true);
     gelu_backward(d_fch_, a.fch, d_fchg_, N * 4 * C, true);
@@ -202,7 +235,8 @@ void GPT::backward(float loss_weight) {
     layernorm_backward(d_res_, grad(p.ln1_w), grad(p.ln1_b), d_ln_, residual, param(p.ln1_w),
                        a.ln1_mean, a.ln1_rstd, N, C);
   }
-  encoder_backward(grad(t.wte), grad(t.wpe), d_res_, tokens_.data(), B, T, C);
+  // d_res holds the gradient of the stage input: the embedding's, or the previous stage's.
+  if (stage_.embedding) encoder_backward(grad(t.wte), grad(t.wpe), d_res_, tokens_.data(), B, T, C);
 }
 
 void GPT::zero_grad() { Kokkos::deep_copy(grads_, 0.0f); }

@@ -1,7 +1,9 @@
 // The GPT-2-style decoder: token + position embedding, pre-LayerNorm blocks of causal
 // self-attention and a 4x GELU MLP, final LayerNorm, LM head (tied or not), cross-entropy.
-// Parameters and gradients are two flat buffers described by a ParamTable; activations are
-// planned once for one micro-batch shape, and a step of any other shape is refused.
+// An instance holds one pipeline stage: any range of blocks, with or without the embedding
+// (first stage) and the head (last stage); by default the whole model. Parameters and
+// gradients are two flat buffers described by a ParamTable; activations are planned once for
+// one micro-batch shape, and a step of any other shape is refused.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -25,7 +27,7 @@ struct MemoryReport {
 class GPT {
 public:
   // Plans activations for micro-batches of B sequences of T tokens (T <= model seq_len).
-  GPT(const ModelConfig& config, int B, int T);
+  GPT(const ModelConfig& config, int B, int T, const StageSpec& stage = {});
 
   const ModelConfig& config() const { return config_; }
   const ParamTable& table() const { return table_; }
@@ -36,12 +38,23 @@ public:
   float* param(int index) const { return params_.data() + table_.params[index].offset; }
   float* grad(int index) const { return grads_.data() + table_.params[index].offset; }
 
-  // tokens and targets: [B,T] on the host. Returns the mean loss over the B*T targets. When
-  // logits_out is given, the logits [B,T,V] are copied there before the loss consumes them.
+  const StageSpec& stage() const { return stage_; }
+
+  // The whole model: tokens and targets [B,T] on the host; returns the mean loss over the B*T
+  // targets. When logits_out is given, the logits [B,T,V] are copied there first.
   double forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                  float* logits_out = nullptr);
-  // Accumulates gradients (+=) of loss_weight * mean loss of the last forward.
-  void backward(float loss_weight);
+  // One stage: `tokens` [B,T] when it holds the embedding, else `input` [B,T,C], the previous
+  // stage's output. With the head, returns the mean loss against `targets`; without, returns
+  // 0 and output() holds the activations [B,T,C] for the next stage.
+  double forward_stage(const std::int32_t* tokens, const float* input, const std::int32_t* targets,
+                       int B, int T, float* logits_out = nullptr);
+  const float* output() const;
+  // Accumulates gradients (+=) of loss_weight * mean loss of the last forward. A stage without
+  // the head takes `doutput` [B,T,C], the gradient of its output, instead; a stage without
+  // the embedding leaves the gradient of its input in input_grad() [B,T,C].
+  void backward(float loss_weight, const float* doutput = nullptr);
+  const float* input_grad() const { return d_res_; }
   void zero_grad();
 
   MemoryReport memory() const;
@@ -55,6 +68,7 @@ private:
   void check_shape(int B, int T) const;
 
   ModelConfig config_;
+  StageSpec stage_;
   ParamTable table_;
   int B_ = 0, T_ = 0;
   Kokkos::View<float*> params_, grads_;

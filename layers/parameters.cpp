@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "parallel/diagnostics.hpp"
+
 namespace gridlm::layers {
 
 double flops_per_token(const ModelConfig& m) {
@@ -23,8 +25,14 @@ int ParamTable::find(const std::string& name) const {
   return -1;
 }
 
-ParamTable make_param_table(const ModelConfig& m) {
+ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage) {
   ParamTable t;
+  const int last = stage.last_block < 0 ? m.n_layer : stage.last_block;
+  if (stage.first_block < 0 || stage.first_block > last || last > m.n_layer) {
+    throw Error(fmt::format("a stage of blocks [{}, {}) does not fit a model of {} blocks",
+                            stage.first_block, last, m.n_layer));
+  }
+  t.first_block = stage.first_block;
   const std::int64_t C = m.d_model, V = m.vocab_size, T = m.seq_len;
   const float std_w = float(m.init_std);
   const float std_residual = float(m.init_std / std::sqrt(2.0 * m.n_layer));
@@ -46,9 +54,14 @@ ParamTable make_param_table(const ModelConfig& m) {
     t.params.push_back(p);
     return int(t.params.size() - 1);
   };
-  t.wte = add("wte.weight", {V, C}, ParamKind::embedding, -1, TpSplit::rows, std_w, 0);
-  t.wpe = add("wpe.weight", {T, C}, ParamKind::embedding, -1, TpSplit::replicated, std_w, 0);
-  for (int l = 0; l < m.n_layer; ++l) {
+  // A tied head needs the token embedding even on a stage without the embedding layer.
+  if (stage.embedding || (stage.head && m.tied_embeddings)) {
+    t.wte = add("wte.weight", {V, C}, ParamKind::embedding, -1, TpSplit::rows, std_w, 0);
+  }
+  if (stage.embedding) {
+    t.wpe = add("wpe.weight", {T, C}, ParamKind::embedding, -1, TpSplit::replicated, std_w, 0);
+  }
+  for (int l = stage.first_block; l < last; ++l) {
     const std::string h = fmt::format("h.{}.", l);
     BlockParams b{};
     b.ln1_w = add(h + "ln_1.weight", {C}, ParamKind::norm, l, TpSplit::replicated, 0, 1);
@@ -68,11 +81,13 @@ ParamTable make_param_table(const ModelConfig& m) {
     b.fcproj_b = add(h + "mlp.c_proj.bias", {C}, ParamKind::bias, l, TpSplit::replicated, 0, 0);
     t.blocks.push_back(b);
   }
-  t.lnf_w = add("ln_f.weight", {C}, ParamKind::norm, -1, TpSplit::replicated, 0, 1);
-  t.lnf_b = add("ln_f.bias", {C}, ParamKind::norm, -1, TpSplit::replicated, 0, 0);
-  t.lm_head = m.tied_embeddings
-                  ? t.wte
-                  : add("lm_head.weight", {V, C}, ParamKind::weight, -1, TpSplit::rows, std_w, 0);
+  if (stage.head) {
+    t.lnf_w = add("ln_f.weight", {C}, ParamKind::norm, -1, TpSplit::replicated, 0, 1);
+    t.lnf_b = add("ln_f.bias", {C}, ParamKind::norm, -1, TpSplit::replicated, 0, 0);
+    t.lm_head = m.tied_embeddings
+                    ? t.wte
+                    : add("lm_head.weight", {V, C}, ParamKind::weight, -1, TpSplit::rows, std_w, 0);
+  }
   return t;
 }
 

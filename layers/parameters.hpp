@@ -34,18 +34,28 @@ struct BlockParams {
       fcproj_b;
 };
 
+// The part of the model one pipeline stage holds: blocks [first_block, last_block), plus the
+// embeddings on the first stage and the final norm and LM head on the last.
+struct StageSpec {
+  int first_block = 0;   // first transformer block held
+  int last_block = -1;   // one past the last block held (-1: through the model's last block)
+  bool embedding = true; // holds the token and position embeddings (the first stage)
+  bool head = true;      // holds the final LayerNorm, LM head and loss (the last stage)
+};
+
 struct ParamTable {
   std::vector<ParamInfo> params;
-  std::vector<BlockParams> blocks;
+  std::vector<BlockParams> blocks; // blocks[i] is model block first_block + i
+  int first_block = 0;
   int wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
-  int lm_head = -1; // == wte when tied
+  int lm_head = -1; // == wte when tied (a head-only stage then holds its own copy of wte)
   std::size_t total = 0;
 
   int find(const std::string& name) const; // -1 when absent
 };
 
-// The table of the whole model (one rank, no splits).
-ParamTable make_param_table(const ModelConfig& m);
+// The table of a stage's parameters (by default the whole model), without tensor splits.
+ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage = {});
 
 // Fills `params` (flat, table.total) with the GPT-2 initialisation from `seed`. Each tensor
 // draws from its own generator seeded by (seed, name), so the values do not depend on which

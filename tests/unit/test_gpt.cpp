@@ -2,7 +2,9 @@
 // on (seed, parameter name), and activations planned for one micro-batch shape.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "layers/adamw.hpp"
@@ -121,4 +123,93 @@ TEST(Schedule, WarmupThenCosineToTheFloor) {
   EXPECT_NEAR(learning_rate(c, 9), 0.55, 1e-12); // half way: (1 + 0.1) / 2
   EXPECT_DOUBLE_EQ(learning_rate(c, 14), 0.1);
   EXPECT_DOUBLE_EQ(learning_rate(c, 100), 0.1);
+}
+
+namespace {
+
+// Runs `stages` as a pipeline (forward in order, backward in reverse) and checks the loss and
+// every gradient against the whole model, by name; copies of a tied wte are summed, as the
+// pipeline's first and last stages will do.
+void expect_stages_match_whole_model(const ModelConfig& m, const std::vector<StageSpec>& stages) {
+  const int B = 2, T = 8;
+  std::vector<std::int32_t> x(B * T), y(B * T);
+  for (int i = 0; i < B * T; ++i) {
+    x[i] = (i * 7 + 3) % m.vocab_size;
+    y[i] = (i * 5 + 1) % m.vocab_size;
+  }
+  GPT whole(m, B, T);
+  init_parameters(whole.params(), whole.table(), 11);
+  whole.zero_grad();
+  const double loss = whole.forward(x.data(), y.data(), B, T);
+  whole.backward(1.0f);
+
+  std::vector<std::unique_ptr<GPT>> parts;
+  double stage_loss = 0.0;
+  const float* carry = nullptr;
+  for (const StageSpec& s : stages) {
+    parts.push_back(std::make_unique<GPT>(m, B, T, s));
+    GPT& g = *parts.back();
+    init_parameters(g.params(), g.table(), 11);
+    g.zero_grad();
+    stage_loss = g.forward_stage(x.data(), carry, y.data(), B, T);
+    carry = g.output();
+  }
+  const float* dcarry = nullptr;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    (*it)->backward(1.0f, dcarry);
+    dcarry = (*it)->input_grad();
+  }
+  EXPECT_EQ(stage_loss, loss);
+  for (const ParamInfo& p : whole.table().params) {
+    std::vector<float> sum(p.size, 0.0f);
+    int holders = 0;
+    for (const auto& g : parts) {
+      const int i = g->table().find(p.name);
+      if (i < 0) continue;
+      ++holders;
+      EXPECT_EQ(values(*g, p.name), values(whole, p.name)) << "initialised alike: " << p.name;
+      for (std::size_t j = 0; j < p.size; ++j)
+        sum[j] += g->grad(i)[j];
+    }
+    EXPECT_GE(holders, 1) << p.name << " is held by no stage";
+    const float* ref = whole.grad(whole.table().find(p.name));
+    float worst = 0.0f, scale = 0.0f;
+    for (std::size_t j = 0; j < p.size; ++j) {
+      worst = std::max(worst, std::fabs(sum[j] - ref[j]));
+      scale = std::max(scale, std::fabs(ref[j]));
+    }
+    EXPECT_LE(worst, 1e-6f * scale) << p.name;
+  }
+}
+
+} // namespace
+
+TEST(Stages, TwoStagesReproduceTheWholeModel) {
+  ModelConfig m = small();
+  m.n_layer = 3;
+  expect_stages_match_whole_model(m, {{0, 1, true, false}, {1, 3, false, true}});
+  m.tied_embeddings = false;
+  expect_stages_match_whole_model(m, {{0, 2, true, false}, {2, 3, false, true}});
+}
+
+TEST(Stages, AStageMayHoldNoBlockOrAllOfThem) {
+  ModelConfig m = small();
+  m.n_layer = 2;
+  expect_stages_match_whole_model(
+      m, {{0, 0, true, false}, {0, 1, false, false}, {1, 2, false, false}, {2, 2, false, true}});
+}
+
+TEST(Stages, TablesHoldOnlyTheirPart) {
+  ModelConfig m = small();
+  m.n_layer = 4;
+  const ParamTable middle = make_param_table(m, {1, 3, false, false});
+  EXPECT_EQ(middle.find("wte.weight"), -1);
+  EXPECT_EQ(middle.find("h.0.ln_1.weight"), -1);
+  EXPECT_NE(middle.find("h.2.mlp.c_fc.weight"), -1);
+  EXPECT_EQ(middle.params[middle.find("h.1.ln_1.weight")].block, 1);
+  EXPECT_EQ(middle.find("ln_f.weight"), -1);
+  const ParamTable last = make_param_table(m, {3, 4, false, true});
+  EXPECT_NE(last.find("wte.weight"), -1) << "a tied head keeps its own copy of wte";
+  EXPECT_EQ(last.find("wpe.weight"), -1);
+  EXPECT_THROW(make_param_table(m, {3, 5, false, true}), gridlm::Error);
 }
