@@ -145,8 +145,8 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
                 mc.vocab_size, mc.seq_len, double(gpt->table().total) / 1e6);
     std::printf("data: %s\n", source->describe().c_str());
     std::printf("batch: %d sequences x %d tokens x %d micro-batches x %d replicas = %d tokens "
-                "per step\n",
-                B, T, accum, dp, B * T * accum * dp);
+                "per step; MFU against %.1f GFLOP/s per rank (train.peak_gflops)\n",
+                B, T, accum, dp, B * T * accum * dp, tc.peak_gflops);
     std::printf("memory per rank: weights %s, gradients %s, optimizer state %s, activations %s "
                 "(micro-batch %d x %d); total %s\n",
                 bytes(mem.weights).c_str(), bytes(mem.gradients).c_str(),
