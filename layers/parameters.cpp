@@ -25,8 +25,38 @@ int ParamTable::find(const std::string& name) const {
   return -1;
 }
 
-ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage) {
+std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank, int tp_size) {
+  const auto i = std::int64_t(local);
+  if (p.split == TpSplit::replicated || p.local_shape == p.shape) return i;
+  std::int64_t inner = 1;
+  for (std::size_t d = 1; d < p.shape.size(); ++d)
+    inner *= p.shape[d];
+  if (p.split == TpSplit::rows) {
+    const std::int64_t row = i / inner, col = i % inner;
+    const std::int64_t part_rows = p.shape[0] / p.parts, local_part = p.local_shape[0] / p.parts;
+    const std::int64_t part = row / local_part, in_part = tp_rank * local_part + row % local_part;
+    if (in_part >= part_rows) return -1;
+    return (part * part_rows + in_part) * inner + col;
+  }
+  const std::int64_t K = p.shape[1], local_k = p.local_shape[1];
+  return (i / local_k) * K + tp_rank * local_k + i % local_k;
+}
+
+ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage, int tp_rank,
+                            int tp_size) {
   ParamTable t;
+  t.tp_rank = tp_rank;
+  t.tp_size = tp_size;
+  if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size) {
+    throw Error(
+        fmt::format("tensor-parallel rank {} of {} is not a valid position", tp_rank, tp_size));
+  }
+  if (m.n_head % tp_size != 0) {
+    throw Error(fmt::format("model.n_head = {} is not divisible by parallel.tp = {}: each "
+                            "tensor-parallel rank holds whole attention heads; use a tp that "
+                            "divides {}",
+                            m.n_head, tp_size, m.n_head));
+  }
   const int last = stage.last_block < 0 ? m.n_layer : stage.last_block;
   if (stage.first_block < 0 || stage.first_block > last || last > m.n_layer) {
     throw Error(fmt::format("a stage of blocks [{}, {}) does not fit a model of {} blocks",
@@ -34,6 +64,8 @@ ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage) {
   }
   t.first_block = stage.first_block;
   const std::int64_t C = m.d_model, V = m.vocab_size, T = m.seq_len;
+  t.vocab_local = (V + tp_size - 1) / tp_size;
+  t.vocab_begin = std::int64_t(tp_rank) * t.vocab_local;
   const float std_w = float(m.init_std);
   const float std_residual = float(m.init_std / std::sqrt(2.0 * m.n_layer));
   auto add = [&](std::string name, std::vector<std::int64_t> shape, ParamKind kind, int block,
@@ -46,8 +78,17 @@ ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage) {
     p.split = split;
     p.init_std = init_std;
     p.init_value = init_value;
+    p.parts = p.name.find("c_attn") != std::string::npos ? 3 : 1;
+    p.local_shape = p.shape;
+    if (split == TpSplit::rows) {
+      // Rows of each part divide evenly, except the vocabulary, which is padded.
+      const std::int64_t part_rows = p.shape[0] / p.parts;
+      p.local_shape[0] = p.parts * ((part_rows + tp_size - 1) / tp_size);
+    } else if (split == TpSplit::cols) {
+      p.local_shape[1] = p.shape[1] / tp_size;
+    }
     p.size = 1;
-    for (auto d : p.shape)
+    for (auto d : p.local_shape)
       p.size *= std::size_t(d);
     p.offset = t.total;
     t.total += p.size;
@@ -107,22 +148,30 @@ std::uint64_t fnv1a(const std::string& s) {
 
 void init_parameters(Kokkos::View<float*> params, const ParamTable& table, std::uint64_t seed) {
   auto host = Kokkos::create_mirror_view(params);
+  std::vector<float> global;
   for (const ParamInfo& p : table.params) {
-    // Box-Muller on a 64-bit Mersenne Twister: both fully specified by the C++ standard, so the
-    // values are the same with every compiler and library (std::normal_distribution is not).
-    std::mt19937_64 rng(seed ^ (fnv1a(p.name) * 0x9E3779B97F4A7C15ull));
-    const double two_pi = 6.283185307179586;
-    for (std::size_t i = 0; i < p.size; i += 2) {
-      if (p.init_std <= 0.0f) {
-        host(p.offset + i) = p.init_value;
-        if (i + 1 < p.size) host(p.offset + i + 1) = p.init_value;
-        continue;
+    std::size_t n = 1;
+    for (auto d : p.shape)
+      n *= std::size_t(d);
+    global.assign(n, p.init_value);
+    if (p.init_std > 0.0f) {
+      // Box-Muller on a 64-bit Mersenne Twister: both fully specified by the C++ standard, so
+      // the values are the same with every compiler and library (std::normal_distribution is
+      // not). The whole tensor is drawn on every rank and each keeps its shard, so the values
+      // do not depend on the layout.
+      std::mt19937_64 rng(seed ^ (fnv1a(p.name) * 0x9E3779B97F4A7C15ull));
+      const double two_pi = 6.283185307179586;
+      for (std::size_t i = 0; i < n; i += 2) {
+        const double u1 = (double(rng() >> 11) + 0.5) * 0x1.0p-53;
+        const double u2 = double(rng() >> 11) * 0x1.0p-53;
+        const double r = std::sqrt(-2.0 * std::log(u1));
+        global[i] = float(p.init_std * r * std::cos(two_pi * u2));
+        if (i + 1 < n) global[i + 1] = float(p.init_std * r * std::sin(two_pi * u2));
       }
-      const double u1 = (double(rng() >> 11) + 0.5) * 0x1.0p-53;
-      const double u2 = double(rng() >> 11) * 0x1.0p-53;
-      const double r = std::sqrt(-2.0 * std::log(u1));
-      host(p.offset + i) = float(p.init_std * r * std::cos(two_pi * u2));
-      if (i + 1 < p.size) host(p.offset + i + 1) = float(p.init_std * r * std::sin(two_pi * u2));
+    }
+    for (std::size_t i = 0; i < p.size; ++i) {
+      const std::int64_t g = global_index(p, i, table.tp_rank, table.tp_size);
+      host(p.offset + i) = g < 0 ? 0.0f : global[std::size_t(g)];
     }
   }
   Kokkos::deep_copy(params, host);

@@ -13,13 +13,18 @@
 
 namespace gridlm::layers {
 
-enum class TpSplit { replicated, rows, cols }; // rows: split dim 0; cols: split dim 1
+// How a tensor is divided among the ranks of a tensor-parallel group. rows: dim 0 (output
+// features, or the vocabulary) in `parts` equal parts each split separately (3 for the fused
+// QKV projection, so every rank holds its heads' q, k and v); cols: dim 1 (input features).
+enum class TpSplit { replicated, rows, cols };
 enum class ParamKind { weight, bias, norm, embedding };
 
 struct ParamInfo {
   std::string name;                // "h.0.attn.c_attn.weight" (PyTorch naming)
   std::vector<std::int64_t> shape; // global shape
   TpSplit split = TpSplit::replicated;
+  int parts = 1;                         // row parts split separately (3 for fused QKV)
+  std::vector<std::int64_t> local_shape; // this rank's shard (padded rows included)
   int block = -1; // transformer block, or -1 for embeddings / final norm / head
   ParamKind kind = ParamKind::weight;
   float init_std = 0.0f;   // normal(0, init_std) when > 0
@@ -50,12 +55,22 @@ struct ParamTable {
   int wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
   int lm_head = -1; // == wte when tied (a head-only stage then holds its own copy of wte)
   std::size_t total = 0;
+  int tp_rank = 0, tp_size = 1;
+  // The vocabulary rows of wte / lm_head this rank holds: [vocab_begin, vocab_begin +
+  // vocab_local), of which rows >= vocab_size are padding (the vocabulary is padded to a
+  // multiple of tp_size; padding is never predicted and never in the loss).
+  std::int64_t vocab_begin = 0, vocab_local = 0;
 
   int find(const std::string& name) const; // -1 when absent
 };
 
-// The table of a stage's parameters (by default the whole model), without tensor splits.
-ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage = {});
+// The table of a stage's parameters (by default the whole model), as rank tp_rank of a
+// tensor-parallel group of tp_size holds them. Throws when the model cannot be split so.
+ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage = {}, int tp_rank = 0,
+                            int tp_size = 1);
+
+// Global flat index of element `local` of this rank's shard of p, or -1 for a padding element.
+std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank, int tp_size);
 
 // Fills `params` (flat, table.total) with the GPT-2 initialisation from `seed`. Each tensor
 // draws from its own generator seeded by (seed, name), so the values do not depend on which
