@@ -25,7 +25,7 @@ int ParamTable::find(const std::string& name) const {
   return -1;
 }
 
-std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank, int tp_size) {
+std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank) {
   const auto i = std::int64_t(local);
   if (p.split == TpSplit::replicated || p.local_shape == p.shape) return i;
   std::int64_t inner = 1;
@@ -170,7 +170,7 @@ void init_parameters(Kokkos::View<float*> params, const ParamTable& table, std::
       }
     }
     for (std::size_t i = 0; i < p.size; ++i) {
-      const std::int64_t g = global_index(p, i, table.tp_rank, table.tp_size);
+      const std::int64_t g = global_index(p, i, table.tp_rank);
       host(p.offset + i) = g < 0 ? 0.0f : global[std::size_t(g)];
     }
   }

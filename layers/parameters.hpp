@@ -70,7 +70,7 @@ ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage = {}, i
                             int tp_size = 1);
 
 // Global flat index of element `local` of this rank's shard of p, or -1 for a padding element.
-std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank, int tp_size);
+std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank);
 
 // Fills `params` (flat, table.total) with the GPT-2 initialisation from `seed`. Each tensor
 // draws from its own generator seeded by (seed, name), so the values do not depend on which
