@@ -117,19 +117,25 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   const bool dump = !config.output.reference_dump.empty();
 
   std::unique_ptr<layers::GPT> gpt;
+  std::unique_ptr<parallel::Comm> tp_comm = grid.make_mpi_comm(parallel::Axis::tp);
   std::unique_ptr<io::SyntheticSource> source;
   parallel::run_agreed(grid.comm(), [&] {
-    if (grid.layout().pp != 1 || grid.layout().tp != 1) {
-      throw Error(fmt::format("parallel.pp = {} and parallel.tp = {}: pipeline and tensor "
-                              "parallelism are not built yet; use parallel.pp = 1 and "
-                              "parallel.tp = 1 (data parallelism over all ranks)",
-                              grid.layout().pp, grid.layout().tp));
+    if (grid.layout().pp != 1) {
+      throw Error(fmt::format("parallel.pp = {}: pipeline parallelism is not built yet; use "
+                              "parallel.pp = 1 (data and tensor parallelism)",
+                              grid.layout().pp));
+    }
+    if (mc.n_head % grid.layout().tp != 0) {
+      throw Error(fmt::format("model.n_head = {} is not divisible by parallel.tp = {}: each "
+                              "tensor-parallel rank holds whole attention heads; use a tp that "
+                              "divides {}",
+                              mc.n_head, grid.layout().tp, mc.n_head));
     }
     if (dump && grid.size() != 1) {
       throw Error("output.reference_dump is a single-rank testing aid; run it on one rank");
     }
     source = std::make_unique<io::SyntheticSource>(mc.vocab_size, std::uint64_t(config.data.seed));
-    gpt = std::make_unique<layers::GPT>(mc, B, T);
+    gpt = std::make_unique<layers::GPT>(mc, B, T, layers::StageSpec{}, tp_comm.get());
     if (root) make_directory(config.output.dir);
   });
   layers::init_parameters(gpt->params(), gpt->table(), std::uint64_t(tc.seed));
@@ -179,6 +185,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   TrainResult result;
   for (int step = 0; step < tc.steps; ++step) {
     const auto t0 = Clock::now();
+    const double comm_before = gpt->comm_seconds();
     gpt->zero_grad();
     double loss_sum = 0.0;
     for (int micro = 0; micro < accum; ++micro) {
@@ -211,7 +218,10 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
       std::copy(host.data(), host.data() + host.size(), ref.step0_grads.begin());
     }
     if (dump) ref.losses.push_back(float(loss));
-    const double grad_norm = std::sqrt(layers::sum_of_squares(gpt->grads()));
+    // Split tensors contribute their shards, replicated ones once: summed over the tp group.
+    std::vector<double> norm2{gpt->grad_sum_of_squares()};
+    if (grid.layout().tp > 1) tp_comm->all_reduce(Span<double>(norm2));
+    const double grad_norm = std::sqrt(norm2[0]);
     const double lr = layers::learning_rate(tc.optim, step);
     optimizer.update(gpt->params(), gpt->grads(), step, lr, grad_norm);
     Kokkos::fence();
@@ -228,16 +238,26 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     }
     if (root) {
       if (metrics.is_open()) {
-        nlohmann::json j{{"step", step}, {"loss", loss},         {"grad_norm", grad_norm},
-                         {"lr", lr},     {"tokens_per_s", rate}, {"ms_per_step", seconds * 1e3},
-                         {"mfu", mfu}};
+        nlohmann::json j{{"step", step},
+                         {"loss", loss},
+                         {"grad_norm", grad_norm},
+                         {"lr", lr},
+                         {"tokens_per_s", rate},
+                         {"ms_per_step", seconds * 1e3},
+                         {"mfu", mfu},
+                         {"tp_comm_ms", (gpt->comm_seconds() - comm_before) * 1e3}};
         metrics << j.dump() << "\n";
         metrics.flush();
       }
       if (step % tc.log_every == 0 || step == tc.steps - 1) {
+        const std::string comm =
+            grid.layout().tp > 1
+                ? fmt::format(" | tp comm {:.1f} ms", (gpt->comm_seconds() - comm_before) * 1e3)
+                : std::string();
         std::printf("step %5d/%d | loss %.4f | grad norm %.3f | lr %.2e | %8.0f tok/s | %7.1f ms "
-                    "| MFU %.1f%%\n",
-                    step + 1, tc.steps, loss, grad_norm, lr, rate, seconds * 1e3, 100.0 * mfu);
+                    "| MFU %.1f%%%s\n",
+                    step + 1, tc.steps, loss, grad_norm, lr, rate, seconds * 1e3, 100.0 * mfu,
+                    comm.c_str());
         std::fflush(stdout);
       }
     }

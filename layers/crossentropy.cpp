@@ -1,32 +1,57 @@
-// Fused softmax cross-entropy kernels.
+// Fused softmax cross-entropy kernels, vocabulary-parallel.
 #include "layers/crossentropy.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include "layers/fast_math.hpp"
 #include "layers/kernels.hpp"
+#include "parallel/comm.hpp"
 
 namespace gridlm::layers {
 
-double crossentropy_forward(float* logits_to_probs, float* losses, const std::int32_t* targets,
-                            long N, int V) {
+double crossentropy_forward(float* logits_to_probs, float* losses, float* scratch,
+                            const std::int32_t* targets, long N, const VocabSlice& slice) {
+  const long V = slice.local, v0 = slice.begin;
+  // Real columns of this slice: [0, valid).
+  const long valid =
+      slice.vocab_size - v0 < V ? (slice.vocab_size - v0 > 0 ? slice.vocab_size - v0 : 0) : V;
+  float* mx = scratch;        // [N] row maximum over the group
+  float* sum_t = scratch + N; // [2N] sum of exponentials, target logit
   for_each(
-      "layers::CrossEntropy::forward", N, KOKKOS_LAMBDA(long n) {
+      "layers::CrossEntropy::local_max", N, KOKKOS_LAMBDA(long n) {
+        const float* p = logits_to_probs + n * V;
+        float m = -3.0e38f;
+        for (long j = 0; j < valid; ++j)
+          m = p[j] > m ? p[j] : m;
+        mx[n] = m;
+      });
+  const bool grouped = slice.group != nullptr && slice.group->size() > 1;
+  if (grouped) slice.group->all_reduce(Span<float>(mx, std::size_t(N)), parallel::ReduceOp::max);
+  for_each(
+      "layers::CrossEntropy::local_sum", N, KOKKOS_LAMBDA(long n) {
         float* p = logits_to_probs + n * V;
-        const float target_logit = p[targets[n]];
-        float mx = p[0];
-        for (int j = 1; j < V; ++j)
-          mx = p[j] > mx ? p[j] : mx;
-        float sum = 0.0f;
-        for (int j = 0; j < V; ++j) {
-          p[j] = fast_exp(p[j] - mx);
-          sum += p[j];
+        const long target = long(targets[n]) - v0;
+        sum_t[N + n] = target >= 0 && target < valid ? p[target] : 0.0f;
+        const float m = mx[n];
+        float s = 0.0f;
+        for (long j = 0; j < valid; ++j) {
+          p[j] = fast_exp(p[j] - m);
+          s += p[j];
         }
-        const float inv = 1.0f / sum;
-        for (int j = 0; j < V; ++j)
+        for (long j = valid; j < V; ++j)
+          p[j] = 0.0f;
+        sum_t[n] = s;
+      });
+  if (grouped) slice.group->all_reduce(Span<float>(sum_t, std::size_t(2 * N)));
+  for_each(
+      "layers::CrossEntropy::normalise", N, KOKKOS_LAMBDA(long n) {
+        float* p = logits_to_probs + n * V;
+        const float inv = 1.0f / sum_t[n];
+        for (long j = 0; j < valid; ++j)
           p[j] *= inv;
         // log-sum-exp form: exact even when the target's probability underflows.
-        losses[n] = std::log(sum) - (target_logit - mx);
+        losses[n] = std::log(sum_t[n]) - (sum_t[N + n] - mx[n]);
       });
   double total = 0.0;
   Kokkos::parallel_reduce(
@@ -36,14 +61,28 @@ double crossentropy_forward(float* logits_to_probs, float* losses, const std::in
 }
 
 void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets, float dloss,
-                           long N, int V) {
+                           long N, const VocabSlice& slice) {
+  const long V = slice.local, v0 = slice.begin;
   for_each(
       "layers::CrossEntropy::backward", N, KOKKOS_LAMBDA(long n) {
         float* p = probs_to_dlogits + n * V;
-        for (int j = 0; j < V; ++j)
+        for (long j = 0; j < V; ++j)
           p[j] *= dloss;
-        p[targets[n]] -= dloss;
+        const long target = long(targets[n]) - v0;
+        if (target >= 0 && target < V) p[target] -= dloss;
       });
+}
+
+double crossentropy_forward(float* logits_to_probs, float* losses, const std::int32_t* targets,
+                            long N, int V) {
+  std::vector<float> scratch(3 * std::size_t(N));
+  return crossentropy_forward(logits_to_probs, losses, scratch.data(), targets, N,
+                              VocabSlice{0, V, V, nullptr});
+}
+
+void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets, float dloss,
+                           long N, int V) {
+  crossentropy_backward(probs_to_dlogits, targets, dloss, N, VocabSlice{0, V, V, nullptr});
 }
 
 } // namespace gridlm::layers

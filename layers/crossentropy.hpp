@@ -1,15 +1,37 @@
-// Softmax + cross-entropy fused over the vocabulary. Forward and backward side by side.
+// Softmax + cross-entropy fused over the vocabulary. Forward and backward side by side. The
+// logits may be one rank's slice of a vocabulary split over a tensor-parallel group: the row
+// maximum, the sum of exponentials and the target's logit are then reduced over the group
+// (three numbers per row), and the full logits never exist on one rank. Columns at or beyond
+// the vocabulary size are padding: never predicted, never in the loss.
 #pragma once
 
 #include <cstdint>
 
+namespace gridlm::parallel {
+class Comm;
+}
+
 namespace gridlm::layers {
 
-// In place: logits[N,V] become probabilities; losses[N] = -log p[target]. Returns the mean loss.
+// Where this rank's logit columns sit in the vocabulary.
+struct VocabSlice {
+  long begin = 0;                  // global id of local column 0
+  long local = 0;                  // columns held (padding included)
+  long vocab_size = 0;             // real vocabulary size: columns at or past it are padding
+  parallel::Comm* group = nullptr; // tensor-parallel group, or null for the whole vocabulary
+};
+
+// In place: logits[N, slice.local] become probabilities; losses[N] = -log p[target]; scratch
+// holds 3N floats. Returns the mean loss.
+double crossentropy_forward(float* logits_to_probs, float* losses, float* scratch,
+                            const std::int32_t* targets, long N, const VocabSlice& slice);
+// In place: probabilities become d loss / d logits = (p - onehot(target)) * dloss.
+void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets, float dloss,
+                           long N, const VocabSlice& slice);
+
+// The whole vocabulary on one rank.
 double crossentropy_forward(float* logits_to_probs, float* losses, const std::int32_t* targets,
                             long N, int V);
-// In place: probabilities become d loss / d logits = (p - onehot(target)) * dloss, where dloss
-// is the weight of each token in the loss (1/N for a mean over one batch).
 void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets, float dloss,
                            long N, int V);
 

@@ -1,40 +1,77 @@
-// Embedding lookup and its scatter-add backward.
+// Embedding lookups and their scatter-add backwards.
 #include "layers/encoder.hpp"
 
 #include "layers/kernels.hpp"
 
 namespace gridlm::layers {
 
-void encoder_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe,
-                     int B, int T, int C) {
+void token_embedding_forward(float* out, const std::int32_t* tokens, const float* wte, int B, int T,
+                             int C, long vocab_begin, long vocab_local) {
   for_each(
-      "layers::Encoder::forward", long(B) * T, KOKKOS_LAMBDA(long bt) {
-        const long t = bt % T;
-        const float* te = wte + long(tokens[bt]) * C;
-        const float* pe = wpe + t * C;
+      "layers::Encoder::token_forward", long(B) * T, KOKKOS_LAMBDA(long bt) {
+        const long row = long(tokens[bt]) - vocab_begin;
+        float* o = out + bt * C;
+        if (row < 0 || row >= vocab_local) {
+          for (int i = 0; i < C; ++i)
+            o[i] = 0.0f;
+        } else {
+          const float* te = wte + row * C;
+          for (int i = 0; i < C; ++i)
+            o[i] = te[i];
+        }
+      });
+}
+
+void token_embedding_backward(float* dwte, const float* dout, const std::int32_t* tokens, int B,
+                              int T, int C, long vocab_begin, long vocab_local) {
+  // Rows of dwte are shared between positions holding the same token: each column block owns
+  // its columns, so the scatter has no races when blocks run in parallel.
+  for_each(
+      "layers::Encoder::token_backward", column_blocks(C), KOKKOS_LAMBDA(long blk) {
+        const int i0 = int(blk) * column_block, i1 = i0 + column_block < C ? i0 + column_block : C;
+        for (long bt = 0; bt < long(B) * T; ++bt) {
+          const long row = long(tokens[bt]) - vocab_begin;
+          if (row < 0 || row >= vocab_local) continue;
+          const float* d = dout + bt * C;
+          float* te = dwte + row * C;
+          for (int i = i0; i < i1; ++i)
+            te[i] += d[i];
+        }
+      });
+}
+
+void position_embedding_forward(float* out, const float* wpe, int B, int T, int C) {
+  for_each(
+      "layers::Encoder::position_forward", long(B) * T, KOKKOS_LAMBDA(long bt) {
+        const float* pe = wpe + (bt % T) * C;
         float* o = out + bt * C;
         for (int i = 0; i < C; ++i)
-          o[i] = te[i] + pe[i];
+          o[i] += pe[i];
       });
+}
+
+void position_embedding_backward(float* dwpe, const float* dout, int B, int T, int C) {
+  for_each(
+      "layers::Encoder::position_backward", long(T), KOKKOS_LAMBDA(long t) {
+        float* pe = dwpe + t * C;
+        for (int b = 0; b < B; ++b) {
+          const float* d = dout + (long(b) * T + t) * C;
+          for (int i = 0; i < C; ++i)
+            pe[i] += d[i];
+        }
+      });
+}
+
+void encoder_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe,
+                     int B, int T, int C) {
+  token_embedding_forward(out, tokens, wte, B, T, C, 0, 1L << 40);
+  position_embedding_forward(out, wpe, B, T, C);
 }
 
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens,
                       int B, int T, int C) {
-  // Rows of dwte are shared between positions holding the same token: each column block owns
-  // its columns of dwte and dwpe, so the scatter has no races when blocks run in parallel.
-  for_each(
-      "layers::Encoder::backward", column_blocks(C), KOKKOS_LAMBDA(long blk) {
-        const int i0 = int(blk) * column_block, i1 = i0 + column_block < C ? i0 + column_block : C;
-        for (long bt = 0; bt < long(B) * T; ++bt) {
-          const float* d = dout + bt * C;
-          float* te = dwte + long(tokens[bt]) * C;
-          float* pe = dwpe + (bt % T) * C;
-          for (int i = i0; i < i1; ++i) {
-            te[i] += d[i];
-            pe[i] += d[i];
-          }
-        }
-      });
+  token_embedding_backward(dwte, dout, tokens, B, T, C, 0, 1L << 40);
+  position_embedding_backward(dwpe, dout, B, T, C);
 }
 
 } // namespace gridlm::layers

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
+#include "layers/adamw.hpp"
 #include "layers/crossentropy.hpp"
 #include "layers/encoder.hpp"
 #include "layers/gelu.hpp"
@@ -42,25 +45,37 @@ void check_config(const ModelConfig& m) {
   }
 }
 
+// out[N,C] += bias[C] + residual[N,C]: after a row-parallel layer's all-reduce.
+void add_bias_residual(float* out, const float* bias, const float* residual, long N, int C) {
+  for_each(
+      "layers::Residual::forward", N, KOKKOS_LAMBDA(long n) {
+        float* o = out + n * C;
+        const float* r = residual + n * C;
+        for (int i = 0; i < C; ++i)
+          o[i] += bias[i] + r[i];
+      });
+}
+
 } // namespace
 
-GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage)
-    : config_(config), stage_(stage), B_(B), T_(T) {
+GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parallel::Comm* tp)
+    : config_(config), stage_(stage), tp_(tp), P_(tp ? tp->size() : 1), B_(B), T_(T) {
   check_config(config);
   if (B <= 0 || T <= 0 || T > config.seq_len) {
     throw Error(fmt::format("micro-batch of {} x {} tokens: need at least 1 x 1 and at most "
                             "model.seq_len = {} tokens per sequence",
                             B, T, config.seq_len));
   }
-  table_ = make_param_table(config, stage);
+  table_ = make_param_table(config, stage, tp ? tp->rank() : 0, P_);
   if (stage_.last_block < 0) stage_.last_block = config.n_layer;
   params_ = Kokkos::View<float*>("layers::GPT::params", table_.total);
   grads_ = Kokkos::View<float*>("layers::GPT::grads", table_.total);
   tokens_ = Kokkos::View<std::int32_t*>("layers::GPT::tokens", std::size_t(B) * T);
   targets_ = Kokkos::View<std::int32_t*>("layers::GPT::targets", std::size_t(B) * T);
 
-  const std::size_t N = std::size_t(B) * T, C = config.d_model, V = config.vocab_size,
-                    NH = config.n_head, L = table_.blocks.size();
+  // Local widths: this rank's heads, MLP columns and vocabulary rows.
+  const std::size_t N = std::size_t(B) * T, C = config.d_model, Cl = C / P_, V = table_.vocab_local,
+                    NH = config.n_head / P_, L = table_.blocks.size();
   // Two passes: count, allocate, then hand out pointers.
   for (int pass = 0; pass < 2; ++pass) {
     Carver a(pass == 0 ? nullptr : acts_.data());
@@ -70,18 +85,18 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage)
       b.ln1 = a.take(N * C);
       b.ln1_mean = a.take(N);
       b.ln1_rstd = a.take(N);
-      b.qkv = a.take(N * 3 * C);
-      b.attn.q = a.take(N * C);
-      b.attn.k = a.take(N * C);
-      b.attn.v = a.take(N * C);
+      b.qkv = a.take(N * 3 * Cl);
+      b.attn.q = a.take(N * Cl);
+      b.attn.k = a.take(N * Cl);
+      b.attn.v = a.take(N * Cl);
       b.attn.att = a.take(std::size_t(B) * NH * attention_scores_per_head(T));
-      b.atty = a.take(N * C);
+      b.atty = a.take(N * Cl);
       b.res2 = a.take(N * C);
       b.ln2 = a.take(N * C);
       b.ln2_mean = a.take(N);
       b.ln2_rstd = a.take(N);
-      b.fch = a.take(N * 4 * C);
-      b.fch_gelu = a.take(N * 4 * C);
+      b.fch = a.take(N * 4 * Cl);
+      b.fch_gelu = a.take(N * 4 * Cl);
       b.res3 = a.take(N * C);
     }
     if (stage_.head) {
@@ -90,20 +105,21 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage)
       lnf_rstd_ = a.take(N);
       logits_ = a.take(N * V);
       losses_ = a.take(N);
+      ce_scratch_ = a.take(3 * N);
     }
 
     Carver s(pass == 0 ? nullptr : scratch_.data());
     d_res_ = s.take(N * C);
     d_ln_ = s.take(N * C);
-    d_qkv_ = s.take(N * 3 * C);
-    d_atty_ = s.take(N * C);
-    d_fch_ = s.take(N * 4 * C);
-    d_fchg_ = s.take(N * 4 * C);
-    attn_scratch_.yh = s.take(N * C);
+    d_qkv_ = s.take(N * 3 * Cl);
+    d_atty_ = s.take(N * Cl);
+    d_fch_ = s.take(N * 4 * Cl);
+    d_fchg_ = s.take(N * 4 * Cl);
+    attn_scratch_.yh = s.take(N * Cl);
     attn_scratch_.datt = s.take(std::size_t(attention_block) * T);
-    attn_scratch_.dq = s.take(N * C);
-    attn_scratch_.dk = s.take(N * C);
-    attn_scratch_.dv = s.take(N * C);
+    attn_scratch_.dq = s.take(N * Cl);
+    attn_scratch_.dk = s.take(N * Cl);
+    attn_scratch_.dv = s.take(N * Cl);
     if (pass == 0) {
       acts_ = Kokkos::View<float*>("layers::GPT::activations", a.used());
       scratch_ = Kokkos::View<float*>("layers::GPT::scratch", s.used());
@@ -132,8 +148,8 @@ const float* GPT::output() const { return blocks_.empty() ? encoded_ : blocks_.b
 double GPT::forward_stage(const std::int32_t* tokens, const float* input,
                           const std::int32_t* targets, int B, int T, float* logits_out) {
   check_shape(B, T);
-  const int C = config_.d_model, V = config_.vocab_size, NH = config_.n_head;
-  const long N = long(B) * T;
+  const int C = config_.d_model, Cl = C / P_, V = config_.vocab_size, NH = config_.n_head / P_;
+  const long N = long(B) * T, Vl = table_.vocab_local;
   using HostTokens =
       Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   auto check_ids = [&](const std::int32_t* ids, const char* what) {
@@ -148,7 +164,10 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   if (stage_.embedding) {
     check_ids(tokens, "token");
     Kokkos::deep_copy(tokens_, HostTokens(tokens, N));
-    encoder_forward(encoded_, tokens_.data(), param(t.wte), param(t.wpe), B, T, C);
+    // Vocabulary-parallel lookup: each rank its rows, zeros elsewhere, summed over the group.
+    token_embedding_forward(encoded_, tokens_.data(), param(t.wte), B, T, C, t.vocab_begin, Vl);
+    tp_sum(encoded_, N * C);
+    position_embedding_forward(encoded_, param(t.wpe), B, T, C);
   } else {
     float* dst = encoded_;
     for_each(
@@ -160,20 +179,19 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
     BlockActs& a = blocks_[l];
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p.ln1_w), param(p.ln1_b), N,
                       C);
-    linear_forward(a.qkv, a.ln1, param(p.qkv_w), param(p.qkv_b), N, C, 3 * C);
-    attention_forward(a.atty, a.attn, attn_scratch_, a.qkv, B, T, C, NH);
-    // res2 = residual + atty @ Wo^T + bo: the projection writes res2, then the residual adds.
-    linear_forward(a.res2, a.atty, param(p.attproj_w), param(p.attproj_b), N, C, C);
-    float* res2 = a.res2;
-    for_each(
-        "layers::Residual::forward", N * C, KOKKOS_LAMBDA(long i) { res2[i] += residual[i]; });
+    // Column-parallel QKV: this rank's heads only.
+    linear_forward(a.qkv, a.ln1, param(p.qkv_w), param(p.qkv_b), N, C, 3 * Cl);
+    attention_forward(a.atty, a.attn, attn_scratch_, a.qkv, B, T, Cl, NH);
+    // Row-parallel projection: partial sums, all-reduced, then bias and residual once.
+    linear_forward(a.res2, a.atty, param(p.attproj_w), nullptr, N, Cl, C);
+    tp_sum(a.res2, N * C);
+    add_bias_residual(a.res2, param(p.attproj_b), residual, N, C);
     layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, param(p.ln2_w), param(p.ln2_b), N, C);
-    linear_forward(a.fch, a.ln2, param(p.fc_w), param(p.fc_b), N, C, 4 * C);
-    gelu_forward(a.fch_gelu, a.fch, N * 4 * C);
-    linear_forward(a.res3, a.fch_gelu, param(p.fcproj_w), param(p.fcproj_b), N, 4 * C, C);
-    float* res3 = a.res3;
-    for_each(
-        "layers::Residual::forward", N * C, KOKKOS_LAMBDA(long i) { res3[i] += res2[i]; });
+    linear_forward(a.fch, a.ln2, param(p.fc_w), param(p.fc_b), N, C, 4 * Cl);
+    gelu_forward(a.fch_gelu, a.fch, N * 4 * Cl);
+    linear_forward(a.res3, a.fch_gelu, param(p.fcproj_w), nullptr, N, 4 * Cl, C);
+    tp_sum(a.res3, N * C);
+    add_bias_residual(a.res3, param(p.fcproj_b), a.res2, N, C);
     residual = a.res3;
   }
   have_forward_ = true;
@@ -181,14 +199,16 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   check_ids(targets, "target");
   Kokkos::deep_copy(targets_, HostTokens(targets, N));
   layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, param(t.lnf_w), param(t.lnf_b), N, C);
-  linear_forward(logits_, lnf_, param(t.lm_head), nullptr, N, C, V);
+  // Vocabulary-parallel head: this rank's logit columns; the loss reduces three numbers a row.
+  linear_forward(logits_, lnf_, param(t.lm_head), nullptr, N, C, int(Vl));
   if (logits_out != nullptr) {
+    if (P_ != 1) throw Error("logits can only be copied out of a model that is not tensor-split");
     using HostOut =
         Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     using DevIn = Kokkos::View<const float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     Kokkos::deep_copy(HostOut(logits_out, std::size_t(N) * V), DevIn(logits_, std::size_t(N) * V));
   }
-  return crossentropy_forward(logits_, losses_, targets_.data(), N, V);
+  return crossentropy_forward(logits_, losses_, ce_scratch_, targets_.data(), N, vocab_slice());
 }
 
 void GPT::backward(float loss_weight, const float* doutput) {
@@ -197,14 +217,15 @@ void GPT::backward(float loss_weight, const float* doutput) {
     throw Error("GPT::backward of a stage without the head needs the gradient of its output");
   }
   have_forward_ = false;
-  const int B = B_, T = T_, C = config_.d_model, V = config_.vocab_size, NH = config_.n_head;
-  const long N = long(B) * T;
+  const int B = B_, T = T_, C = config_.d_model, Cl = C / P_, NH = config_.n_head / P_;
+  const long N = long(B) * T, Vl = table_.vocab_local;
   const ParamTable& t = table_;
 
   if (stage_.head) {
-    crossentropy_backward(logits_, targets_.data(), loss_weight / float(N), N, V);
-    linear_backward(d_ln_, grad(t.lm_head), nullptr, logits_, lnf_, param(t.lm_head), N, C, V,
+    crossentropy_backward(logits_, targets_.data(), loss_weight / float(N), N, vocab_slice());
+    linear_backward(d_ln_, grad(t.lm_head), nullptr, logits_, lnf_, param(t.lm_head), N, C, int(Vl),
                     true);
+    tp_sum(d_ln_, N * C); // conjugate of the head's replicated input
     fill_zero(d_res_, N * C);
     layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, output(), param(t.lnf_w),
                        lnf_mean_, lnf_rstd_, N, C);
@@ -218,25 +239,54 @@ void GPT::backward(float loss_weight, const float* doutput) {
     const BlockActs& a = blocks_[l];
     const float* residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
     // d_res holds d res3; res3 = res2 + mlp(ln2(res2)). Activation-gradient buffers are
-    // written once each: overwrite instead of zero + add.
+    // written once each: overwrite instead of zero + add. The row-parallel layers take the
+    // replicated d_res as it is; the column-parallel ones give partial input gradients that
+    // are summed over the group (the two backward all-reduces of a block).
     linear_backward(d_fchg_, grad(p.fcproj_w), grad(p.fcproj_b), d_res_, a.fch_gelu,
-                    param(p.fcproj_w), N, 4 * C, C, true);
-    gelu_backward(d_fch_, a.fch, d_fchg_, N * 4 * C, true);
-    linear_backward(d_ln_, grad(p.fc_w), grad(p.fc_b), d_fch_, a.ln2, param(p.fc_w), N, C, 4 * C,
+                    param(p.fcproj_w), N, 4 * Cl, C, true);
+    gelu_backward(d_fch_, a.fch, d_fchg_, N * 4 * Cl, true);
+    linear_backward(d_ln_, grad(p.fc_w), grad(p.fc_b), d_fch_, a.ln2, param(p.fc_w), N, C, 4 * Cl,
                     true);
+    tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln2_w), grad(p.ln2_b), d_ln_, a.res2, param(p.ln2_w),
                        a.ln2_mean, a.ln2_rstd, N, C);
     // d_res now holds d res2; res2 = residual + attn(ln1(residual)).
     linear_backward(d_atty_, grad(p.attproj_w), grad(p.attproj_b), d_res_, a.atty,
-                    param(p.attproj_w), N, C, C, true);
-    attention_backward(d_qkv_, attn_scratch_, d_atty_, a.attn, B, T, C, NH, true);
-    linear_backward(d_ln_, grad(p.qkv_w), grad(p.qkv_b), d_qkv_, a.ln1, param(p.qkv_w), N, C, 3 * C,
-                    true);
+                    param(p.attproj_w), N, Cl, C, true);
+    attention_backward(d_qkv_, attn_scratch_, d_atty_, a.attn, B, T, Cl, NH, true);
+    linear_backward(d_ln_, grad(p.qkv_w), grad(p.qkv_b), d_qkv_, a.ln1, param(p.qkv_w), N, C,
+                    3 * Cl, true);
+    tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln1_w), grad(p.ln1_b), d_ln_, residual, param(p.ln1_w),
                        a.ln1_mean, a.ln1_rstd, N, C);
   }
   // d_res holds the gradient of the stage input: the embedding's, or the previous stage's.
-  if (stage_.embedding) encoder_backward(grad(t.wte), grad(t.wpe), d_res_, tokens_.data(), B, T, C);
+  if (stage_.embedding) {
+    token_embedding_backward(grad(t.wte), d_res_, tokens_.data(), B, T, C, t.vocab_begin, Vl);
+    position_embedding_backward(grad(t.wpe), d_res_, B, T, C);
+  }
+}
+
+VocabSlice GPT::vocab_slice() const {
+  return VocabSlice{table_.vocab_begin, table_.vocab_local, config_.vocab_size,
+                    P_ > 1 ? tp_ : nullptr};
+}
+
+void GPT::tp_sum(float* data, long n) {
+  if (P_ == 1) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  tp_->all_reduce(Span<float>(data, std::size_t(n)));
+  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double GPT::grad_sum_of_squares() const {
+  double total = 0.0;
+  for (const ParamInfo& p : table_.params) {
+    if (p.split == TpSplit::replicated && table_.tp_rank != 0) continue;
+    total += sum_of_squares(Kokkos::View<const float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+        grads_.data() + p.offset, p.size));
+  }
+  return total;
 }
 
 void GPT::zero_grad() { Kokkos::deep_copy(grads_, 0.0f); }

@@ -4,6 +4,12 @@
 // (first stage) and the head (last stage); by default the whole model. Parameters and
 // gradients are two flat buffers described by a ParamTable; activations are planned once for
 // one micro-batch shape, and a step of any other shape is refused.
+//
+// Tensor parallelism (Megatron-style) over an optional Comm: QKV and MLP-in are column-parallel
+// (each rank its heads and its quarter of the MLP), attention-out and MLP-out row-parallel
+// followed by one all-reduce each; the embedding and the LM head + loss are vocabulary-
+// parallel. Forward: two all-reduces per block; backward: two (the conjugates, after the
+// column-parallel layers). LayerNorms and the row-parallel biases are replicated.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -11,8 +17,10 @@
 #include <cstdint>
 
 #include "layers/attention.hpp"
+#include "layers/crossentropy.hpp"
 #include "layers/model_config.hpp"
 #include "layers/parameters.hpp"
+#include "parallel/comm.hpp"
 
 namespace gridlm::layers {
 
@@ -27,7 +35,9 @@ struct MemoryReport {
 class GPT {
 public:
   // Plans activations for micro-batches of B sequences of T tokens (T <= model seq_len).
-  GPT(const ModelConfig& config, int B, int T, const StageSpec& stage = {});
+  // `tp` is the tensor-parallel group (null: this rank holds whole tensors).
+  GPT(const ModelConfig& config, int B, int T, const StageSpec& stage = {},
+      parallel::Comm* tp = nullptr);
 
   const ModelConfig& config() const { return config_; }
   const ParamTable& table() const { return table_; }
@@ -58,6 +68,11 @@ public:
   void zero_grad();
 
   MemoryReport memory() const;
+  // This rank's share of the squared global gradient norm: split tensors in full, replicated
+  // ones only on tensor-parallel rank 0 (they are equal on every rank). Sum it over the group.
+  double grad_sum_of_squares() const;
+  // Seconds spent in tensor-parallel all-reduces since construction.
+  double comm_seconds() const { return comm_seconds_; }
 
 private:
   struct BlockActs {
@@ -66,9 +81,14 @@ private:
     AttentionSaved attn;
   };
   void check_shape(int B, int T) const;
+  void tp_sum(float* data, long n); // all-reduce over the tensor group, timed
+  VocabSlice vocab_slice() const;
 
   ModelConfig config_;
   StageSpec stage_;
+  parallel::Comm* tp_ = nullptr;
+  int P_ = 1; // tensor-parallel group size
+  double comm_seconds_ = 0.0;
   ParamTable table_;
   int B_ = 0, T_ = 0;
   Kokkos::View<float*> params_, grads_;
@@ -76,7 +96,7 @@ private:
   Kokkos::View<float*> scratch_; // backward temporaries, one allocation
   Kokkos::View<std::int32_t*> tokens_, targets_;
   float *encoded_ = nullptr, *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr,
-        *logits_ = nullptr, *losses_ = nullptr;
+        *logits_ = nullptr, *losses_ = nullptr, *ce_scratch_ = nullptr;
   std::vector<BlockActs> blocks_;
   float *d_res_ = nullptr, *d_ln_ = nullptr, *d_qkv_ = nullptr, *d_atty_ = nullptr,
         *d_fch_ = nullptr, *d_fchg_ = nullptr;

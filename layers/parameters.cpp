@@ -42,6 +42,27 @@ std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank) {
   return (i / local_k) * K + tp_rank * local_k + i % local_k;
 }
 
+std::vector<float> gather_parameter(const ParamInfo& p, const float* local, parallel::Comm* tp) {
+  std::size_t n = 1;
+  for (auto d : p.shape)
+    n *= std::size_t(d);
+  std::vector<float> global(n, 0.0f);
+  const int size = tp ? tp->size() : 1;
+  std::vector<float> shards(p.size * std::size_t(size));
+  if (size > 1) {
+    tp->all_gather(Span<const float>(local, p.size), Span<float>(shards));
+  } else {
+    std::copy(local, local + p.size, shards.begin());
+  }
+  for (int r = 0; r < size; ++r) {
+    for (std::size_t i = 0; i < p.size; ++i) {
+      const std::int64_t g = global_index(p, i, r);
+      if (g >= 0) global[std::size_t(g)] = shards[std::size_t(r) * p.size + i];
+    }
+  }
+  return global;
+}
+
 ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage, int tp_rank,
                             int tp_size) {
   ParamTable t;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layers/model_config.hpp"
+#include "parallel/comm.hpp"
 
 namespace gridlm::layers {
 
@@ -71,6 +72,10 @@ ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage = {}, i
 
 // Global flat index of element `local` of this rank's shard of p, or -1 for a padding element.
 std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank);
+
+// Collective over the tensor group `tp` (null: no split): the tensor at its global shape, from
+// every rank's shard `local` (p.size elements). For checkpoints and layout-equivalence tests.
+std::vector<float> gather_parameter(const ParamInfo& p, const float* local, parallel::Comm* tp);
 
 // Fills `params` (flat, table.total) with the GPT-2 initialisation from `seed`. Each tensor
 // draws from its own generator seeded by (seed, name), so the values do not depend on which
