@@ -1,4 +1,4 @@
-// MpiRuntime: MPI_Init_thread on construction, MPI_Finalize on destruction. Sets
+// MpiRuntime: MPI_Init_thread (MPI_THREAD_FUNNELED) on construction, MPI_Finalize on destruction. Sets
 // MPI_ERRORS_RETURN on MPI_COMM_WORLD so that failures reach GRIDLM_MPI_CHECK with context.
 #pragma once
 
@@ -13,7 +13,7 @@ public:
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // MPI_THREAD_* level the library granted (background I/O threads need MULTIPLE).
+  // MPI_THREAD_* level the library granted.
   int thread_level() const { return thread_level_; }
 
 private:
