@@ -1,14 +1,13 @@
 // The training loop.
 #include "app/trainer.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -35,9 +34,9 @@ std::string bytes(std::size_t b) {
 
 void make_directory(const std::string& dir) {
   if (dir.empty()) return;
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    throw Error(fmt::format("cannot create output.dir '{}': {}", dir, std::strerror(errno)));
-  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
 }
 
 // Everything the PyTorch reference test needs to replay a single-rank run.
@@ -89,12 +88,21 @@ struct ReferenceRecord {
   }
 };
 
-void write_weights(const std::string& path, const layers::GPT& gpt, const RunConfig& c) {
-  io::H5File f = io::H5File::create(path);
+// Collective over the tensor group: every rank contributes its shards; `writer` writes the
+// file, each tensor at its global shape.
+void write_weights(const std::string& path, const layers::GPT& gpt, const RunConfig& c,
+                   parallel::Comm* tp, bool writer) {
   auto host = Kokkos::create_mirror_view(gpt.params());
   Kokkos::deep_copy(host, gpt.params());
+  std::vector<std::vector<float>> tensors;
   for (const layers::ParamInfo& p : gpt.table().params) {
-    f.write(p.name, p.shape, host.data() + p.offset);
+    tensors.push_back(layers::gather_parameter(p, host.data() + p.offset, tp));
+  }
+  if (!writer) return;
+  io::H5File f = io::H5File::create(path);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const layers::ParamInfo& p = gpt.table().params[i];
+    f.write(p.name, p.shape, tensors[i].data());
   }
   f.attribute("format", "gridlm weights v1: one dataset per parameter, PyTorch names and shapes");
   const auto& m = c.model;
@@ -266,14 +274,12 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     std::sort(rates.begin(), rates.end());
     result.tokens_per_s = rates[rates.size() / 2];
   }
-  if (root) {
-    if (!config.output.weights.empty()) {
-      const std::string path = config.output.dir + "/" + config.output.weights;
-      write_weights(path, *gpt, config);
-      std::printf("weights: %s\n", path.c_str());
-    }
-    if (dump) ref.write(config.output.reference_dump, config, *gpt);
+  if (!config.output.weights.empty()) {
+    const std::string path = config.output.dir + "/" + config.output.weights;
+    write_weights(path, *gpt, config, tp_comm.get(), root);
+    if (root) std::printf("weights: %s\n", path.c_str());
   }
+  if (root && dump) ref.write(config.output.reference_dump, config, *gpt);
   return result;
 }
 

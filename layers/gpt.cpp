@@ -203,10 +203,14 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   linear_forward(logits_, lnf_, param(t.lm_head), nullptr, N, C, int(Vl));
   if (logits_out != nullptr) {
     if (P_ != 1) throw Error("logits can only be copied out of a model that is not tensor-split");
+    // Real vocabulary columns only: each row of logits_ holds Vl >= V columns.
     using HostOut =
         Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     using DevIn = Kokkos::View<const float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-    Kokkos::deep_copy(HostOut(logits_out, std::size_t(N) * V), DevIn(logits_, std::size_t(N) * V));
+    for (long n = 0; n < N; ++n) {
+      Kokkos::deep_copy(HostOut(logits_out + n * V, std::size_t(V)),
+                        DevIn(logits_ + n * Vl, std::size_t(V)));
+    }
   }
   return crossentropy_forward(logits_, losses_, ce_scratch_, targets_.data(), N, vocab_slice());
 }

@@ -25,6 +25,11 @@ int ParamTable::find(const std::string& name) const {
   return -1;
 }
 
+std::int64_t padded_vocab_slice(std::int64_t vocab_size, int tp_size) {
+  const std::int64_t slice = (vocab_size + tp_size - 1) / tp_size;
+  return (slice + vocab_pad - 1) / vocab_pad * vocab_pad;
+}
+
 std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank) {
   const auto i = std::int64_t(local);
   if (p.split == TpSplit::replicated || p.local_shape == p.shape) return i;
@@ -85,7 +90,7 @@ ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage, int tp
   }
   t.first_block = stage.first_block;
   const std::int64_t C = m.d_model, V = m.vocab_size, T = m.seq_len;
-  t.vocab_local = (V + tp_size - 1) / tp_size;
+  t.vocab_local = padded_vocab_slice(V, tp_size);
   t.vocab_begin = std::int64_t(tp_rank) * t.vocab_local;
   const float std_w = float(m.init_std);
   const float std_residual = float(m.init_std / std::sqrt(2.0 * m.n_layer));
@@ -104,7 +109,9 @@ ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage, int tp
     if (split == TpSplit::rows) {
       // Rows of each part divide evenly, except the vocabulary, which is padded.
       const std::int64_t part_rows = p.shape[0] / p.parts;
-      p.local_shape[0] = p.parts * ((part_rows + tp_size - 1) / tp_size);
+      p.local_shape[0] = kind == ParamKind::embedding || p.name == "lm_head.weight"
+                             ? padded_vocab_slice(part_rows, tp_size)
+                             : p.parts * (part_rows / tp_size);
     } else if (split == TpSplit::cols) {
       p.local_shape[1] = p.shape[1] / tp_size;
     }

@@ -58,8 +58,8 @@ struct ParamTable {
   std::size_t total = 0;
   int tp_rank = 0, tp_size = 1;
   // The vocabulary rows of wte / lm_head this rank holds: [vocab_begin, vocab_begin +
-  // vocab_local), of which rows >= vocab_size are padding (the vocabulary is padded to a
-  // multiple of tp_size; padding is never predicted and never in the loss).
+  // vocab_local), of which rows >= vocab_size are padding (see padded_vocab_slice; padding is
+  // never predicted and never in the loss).
   std::int64_t vocab_begin = 0, vocab_local = 0;
 
   int find(const std::string& name) const; // -1 when absent
@@ -69,6 +69,12 @@ struct ParamTable {
 // tensor-parallel group of tp_size holds them. Throws when the model cannot be split so.
 ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage = {}, int tp_rank = 0,
                             int tp_size = 1);
+
+// Each rank's vocabulary slice is a multiple of this many rows: logit rows of whole vector
+// registers and cache lines for the LM-head GEMM and the loss.
+constexpr std::int64_t vocab_pad = 8;
+// Rows of the vocabulary one of tp_size ranks holds: ceil(vocab / tp) rounded up to vocab_pad.
+std::int64_t padded_vocab_slice(std::int64_t vocab_size, int tp_size);
 
 // Global flat index of element `local` of this rank's shard of p, or -1 for a padding element.
 std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank);

@@ -1,5 +1,5 @@
-// MpiRuntime: MPI_Init_thread (MPI_THREAD_FUNNELED) on construction, MPI_Finalize on destruction. Sets
-// MPI_ERRORS_RETURN on MPI_COMM_WORLD so that failures reach GRIDLM_MPI_CHECK with context.
+// MpiRuntime: MPI_Init_thread (MPI_THREAD_FUNNELED) on construction, MPI_Finalize on destruction.
+// Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so that failures reach GRIDLM_MPI_CHECK with context.
 #pragma once
 
 namespace gridlm::parallel {
