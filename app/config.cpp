@@ -60,6 +60,8 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"parallel", "tp", "tensor-parallel ranks per stage: a number or auto", &c.parallel.tp},
       {"parallel", "force_tp_across_nodes", "allow a tensor-parallel group to span nodes",
        &c.parallel.force_tp_across_nodes},
+      {"parallel", "backend", "collectives over auto (NCCL on GPU builds, else MPI), mpi or nccl",
+       &c.parallel.backend},
       {"output", "dir", "directory for metrics and weights (created if missing)", &c.output.dir},
       {"output", "metrics", "JSON-lines metrics file inside dir (empty: none)", &c.output.metrics},
       {"output", "weights", "final weights, HDF5 with PyTorch names, inside dir (empty: none)",
@@ -278,6 +280,9 @@ void validate(const RunConfig& c) {
   need(t.optim.eps > 0, "train.eps must be positive");
   need(t.optim.weight_decay >= 0, "train.weight_decay must not be negative");
   need(t.optim.grad_clip >= 0, "train.grad_clip must not be negative (0 disables clipping)");
+  need(c.parallel.backend == "auto" || c.parallel.backend == "mpi" || c.parallel.backend == "nccl",
+       fmt::format("parallel.backend = \"{}\": the backends are auto, mpi and nccl",
+                   c.parallel.backend));
   need(c.data.source == "synthetic",
        fmt::format("data.source = \"{}\": the sources are: synthetic", c.data.source));
   for (const auto& [name, value] : {std::pair{"parallel.dp", c.parallel.dp},

@@ -32,6 +32,7 @@ struct ParallelConfig {
   std::string pp = "1";               // pipeline stages, or auto
   std::string tp = "1";               // tensor-parallel ranks per stage, or auto
   bool force_tp_across_nodes = false; // allow a tensor group to span nodes
+  std::string backend = "auto";       // collectives over: auto, mpi or nccl
 };
 
 struct OutputConfig {

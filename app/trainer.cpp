@@ -1,6 +1,8 @@
 // The training loop.
 #include "app/trainer.hpp"
 
+#include "app/comm_backend.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -125,7 +127,9 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   const bool dump = !config.output.reference_dump.empty();
 
   std::unique_ptr<layers::GPT> gpt;
-  std::unique_ptr<parallel::Comm> tp_comm = grid.make_mpi_comm(parallel::Axis::tp);
+  std::string backend;
+  parallel::run_agreed(grid.comm(), [&] { backend = resolve_backend(config.parallel.backend); });
+  std::unique_ptr<parallel::Comm> tp_comm = make_axis_comm(grid, parallel::Axis::tp, backend);
   std::unique_ptr<io::SyntheticSource> source;
   parallel::run_agreed(grid.comm(), [&] {
     if (grid.layout().pp != 1) {
@@ -148,7 +152,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   });
   layers::init_parameters(gpt->params(), gpt->table(), std::uint64_t(tc.seed));
   layers::AdamW optimizer(tc.optim, gpt->table());
-  auto dp_comm = grid.make_mpi_comm(parallel::Axis::dp);
+  auto dp_comm = make_axis_comm(grid, parallel::Axis::dp, backend);
 
   layers::MemoryReport mem = gpt->memory();
   mem.optimizer = optimizer.state_bytes();
@@ -158,6 +162,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
                 grid.size(), grid.layout().str().c_str(), mc.n_layer, mc.n_head, mc.d_model,
                 mc.vocab_size, mc.seq_len, double(gpt->table().total) / 1e6);
     std::printf("data: %s\n", source->describe().c_str());
+    std::printf("communication: %s\n", backend.c_str());
     std::printf("batch: %d sequences x %d tokens x %d micro-batches x %d replicas = %d tokens "
                 "per step; MFU against %.1f GFLOP/s per rank (train.peak_gflops)\n",
                 B, T, accum, dp, B * T * accum * dp, tc.peak_gflops);
