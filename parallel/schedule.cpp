@@ -1,0 +1,153 @@
+// Schedule generation: fill-drain, 1F1B, Megatron's interleaved 1F1B, and zero-bubble ZB-H1
+// (built by a greedy list scheduler under 1F1B's activation-memory bound).
+#include "parallel/schedule.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::parallel {
+
+const char* schedule_name(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::gpipe: return "gpipe";
+  case ScheduleKind::one_f_one_b: return "1f1b";
+  case ScheduleKind::interleaved: return "interleaved-1f1b";
+  case ScheduleKind::zb_h1: return "zb-h1";
+  }
+  return "?";
+}
+
+ScheduleKind parse_schedule(const std::string& name) {
+  for (ScheduleKind k : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved,
+                         ScheduleKind::zb_h1}) {
+    if (name == schedule_name(k)) return k;
+  }
+  throw Error(fmt::format("unknown schedule '{}'; the schedules are gpipe, 1f1b, "
+                          "interleaved-1f1b and zb-h1",
+                          name));
+}
+
+std::string op_text(const Op& op, int chunks) {
+  const char kind = op.kind == OpKind::F ? 'F' : op.kind == OpKind::B ? 'B' : 'W';
+  return chunks > 1 ? fmt::format("{}{}.{}", kind, op.micro, op.chunk)
+                    : fmt::format("{}{}", kind, op.micro);
+}
+
+namespace {
+
+std::vector<Op> fill_drain(int m) {
+  std::vector<Op> ops;
+  for (int i = 0; i < m; ++i)
+    ops.push_back({OpKind::F, i, 0});
+  for (int i = 0; i < m; ++i)
+    ops.push_back({OpKind::B, i, 0});
+  return ops;
+}
+
+// Warm-up forwards, then one forward and one backward in turn, then the remaining backwards.
+// forward(k) and backward(k) name the k-th forward and backward of the stage.
+std::vector<Op> one_f_one_b(int total, int warmup, const std::function<Op(int)>& forward,
+                            const std::function<Op(int)>& backward) {
+  warmup = std::min(warmup, total);
+  std::vector<Op> ops;
+  for (int k = 0; k < warmup; ++k)
+    ops.push_back(forward(k));
+  for (int k = 0; k < total - warmup; ++k) {
+    ops.push_back(forward(warmup + k));
+    ops.push_back(backward(k));
+  }
+  for (int k = total - warmup; k < total; ++k)
+    ops.push_back(backward(k));
+  return ops;
+}
+
+// ZB-H1: unit costs for F, B and W, no transfer time; each stage, whenever free, runs a ready
+// B, else a ready F if fewer than p - s micro-batches hold activations (1F1B's bound), else a
+// pending W. W's thus fill the bubbles of the drain phase. The order it picks is the schedule.
+std::vector<std::vector<Op>> zero_bubble_h1(int p, int m) {
+  constexpr int never = 1 << 30;
+  // done[kind][s][micro]: the time the op ends on stage s.
+  std::vector<std::vector<std::vector<int>>> done(
+      3, std::vector<std::vector<int>>(p, std::vector<int>(m, never)));
+  std::vector<std::vector<Op>> ops(p);
+  std::vector<int> next_f(p, 0), next_b(p, 0), next_w(p, 0), busy_until(p, 0);
+  int scheduled = 0;
+  const int total = 3 * p * m;
+  for (int t = 0; scheduled < total; ++t) {
+    if (t > 4 * total + 4) {
+      throw Error(fmt::format("zb-h1 construction stalled at p = {}, m = {}", p, m));
+    }
+    for (int s = 0; s < p; ++s) {
+      if (busy_until[s] > t) continue;
+      const int in_flight = next_f[s] - next_w[s];
+      const int b = next_b[s];
+      const bool b_ready = b < m && done[0][s][b] <= t && (s == p - 1 || done[1][s + 1][b] <= t);
+      const int f = next_f[s];
+      const bool f_ready = f < m && in_flight < p - s && (s == 0 || done[0][s - 1][f] <= t);
+      const bool w_ready = next_w[s] < next_b[s];
+      Op op;
+      if (b_ready) {
+        op = {OpKind::B, next_b[s]++, 0};
+      } else if (f_ready) {
+        op = {OpKind::F, next_f[s]++, 0};
+      } else if (w_ready) {
+        op = {OpKind::W, next_w[s]++, 0};
+      } else {
+        continue;
+      }
+      done[static_cast<int>(op.kind)][s][op.micro] = t + 1;
+      busy_until[s] = t + 1;
+      ops[s].push_back(op);
+      ++scheduled;
+    }
+  }
+  return ops;
+}
+
+} // namespace
+
+Schedule make_schedule(ScheduleKind kind, int p, int m, int v) {
+  if (p < 1 || m < 1 || v < 1) {
+    throw Error(fmt::format("a schedule needs at least one stage, micro-batch and chunk, not "
+                            "pp = {}, micro-batches = {}, chunks = {}",
+                            p, m, v));
+  }
+  if (v > 1 && kind != ScheduleKind::interleaved) {
+    throw Error(fmt::format("schedule {} runs one model chunk per stage; --chunks {} needs "
+                            "interleaved-1f1b",
+                            schedule_name(kind), v));
+  }
+  if (kind == ScheduleKind::interleaved && v > 1 && m % p != 0) {
+    throw Error(fmt::format("interleaved-1f1b needs the micro-batches ({}) to be a multiple of "
+                            "the pipeline stages ({}); use {} or {}",
+                            m, p, m / p * p > 0 ? m / p * p : p, (m / p + 1) * p));
+  }
+  Schedule s{kind, p, m, v, std::vector<std::vector<Op>>(p)};
+  if (kind == ScheduleKind::zb_h1) {
+    s.ops = zero_bubble_h1(p, m);
+    return s;
+  }
+  for (int stage = 0; stage < p; ++stage) {
+    if (kind == ScheduleKind::gpipe) {
+      s.ops[stage] = fill_drain(m);
+    } else if (kind == ScheduleKind::one_f_one_b || v == 1) {
+      auto f = [](int k) { return Op{OpKind::F, k, 0}; };
+      auto b = [](int k) { return Op{OpKind::B, k, 0}; };
+      s.ops[stage] = one_f_one_b(m, p - stage - 1, f, b);
+    } else {
+      // Megatron's interleaving: groups of p micro-batches go through chunk 0, then chunk 1, ...
+      // forwards in chunk order, backwards in reverse chunk order.
+      auto micro = [p, v](int k) { return k / (p * v) * p + k % p; };
+      auto f = [=](int k) { return Op{OpKind::F, micro(k), (k / p) % v}; };
+      auto b = [=](int k) { return Op{OpKind::B, micro(k), v - 1 - (k / p) % v}; };
+      s.ops[stage] = one_f_one_b(m * v, (p - stage - 1) * 2 + (v - 1) * p, f, b);
+    }
+  }
+  return s;
+}
+
+} // namespace gridlm::parallel

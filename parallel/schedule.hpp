@@ -1,0 +1,76 @@
+// Pipeline schedules as data: a pure function (stages p, micro-batches m, chunks v, kind) gives
+// each stage an ordered list of ops; a checker proves a schedule complete, ordered and free of
+// deadlock; a simulator computes its timeline, bubble and activation memory for given costs.
+// The executor (pipeline issue, still to come) runs these lists; nothing here talks to MPI.
+//
+// Model chunks: with v chunks per stage, stage s holds virtual stages s, s + p, ..., s + (v-1)p
+// (Megatron's round-robin), so virtual stage q = c * p + s of chunk c runs on stage q % p.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gridlm::parallel {
+
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1 };
+// F: forward; B: backward (input and weight gradients, or only the input gradient for zb-h1);
+// W: weight gradient (zb-h1 only).
+enum class OpKind { F, B, W };
+
+struct Op {
+  OpKind kind = OpKind::F;
+  int micro = 0; // micro-batch
+  int chunk = 0; // model chunk on this stage
+  bool operator==(const Op& o) const {
+    return kind == o.kind && micro == o.micro && chunk == o.chunk;
+  }
+};
+
+struct Schedule {
+  ScheduleKind kind = ScheduleKind::one_f_one_b;
+  int stages = 1;                   // p
+  int micro_batches = 1;            // m
+  int chunks = 1;                   // v, model chunks per stage
+  std::vector<std::vector<Op>> ops; // ops[s]: stage s's list, in execution order
+};
+
+const char* schedule_name(ScheduleKind kind);
+// "gpipe", "1f1b", "interleaved-1f1b", "zb-h1"; throws gridlm::Error listing them otherwise.
+ScheduleKind parse_schedule(const std::string& name);
+// "F3" / "B0.1" (micro-batch 0, chunk 1; chunk shown when v > 1)
+std::string op_text(const Op& op, int chunks);
+
+// Builds the schedule. Throws gridlm::Error for impossible parameters (p, m, v < 1; v > 1 for a
+// kind without chunks; interleaved with m not a multiple of p).
+Schedule make_schedule(ScheduleKind kind, int p, int m, int v = 1);
+
+// Proves, by construction and by running all stages' lists together with messages buffered
+// (non-blocking sends), that: every op of every micro-batch and chunk appears exactly once on
+// its stage; each stage's ops of one micro-batch come in dependency order (F before B before
+// W); every activation and gradient sent is received by the op that needs it; and the lists
+// cannot deadlock. Returns "" when all holds, else the first problem found.
+std::string check_schedule(const Schedule& s);
+
+struct OpCosts {
+  double forward = 1.0;  // F of one chunk of one micro-batch
+  double backward = 2.0; // B (for zb-h1: the input-gradient part only)
+  double weight = 0.0;   // W (zb-h1); for other kinds it is added to backward
+  double transfer = 0.0; // sending an activation or gradient to the next stage
+};
+
+struct Timeline {
+  struct Slot {
+    Op op;
+    double start = 0.0, end = 0.0;
+  };
+  std::vector<std::vector<Slot>> stages; // per stage, in execution order
+  double makespan = 0.0;
+  double bubble = 0.0;             // idle fraction of p x makespan
+  std::vector<int> peak_in_flight; // per stage: micro-batch chunks with activations held
+};
+
+// Runs the lists with the given costs (an op starts when its stage is free and its inputs
+// have arrived). The schedule must pass check_schedule.
+Timeline simulate(const Schedule& s, const OpCosts& costs);
+
+} // namespace gridlm::parallel

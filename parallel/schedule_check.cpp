@@ -1,0 +1,181 @@
+// The schedule checker and the timeline simulator. Both follow the dependencies of an op:
+//   F(micro, q) needs F(micro, q - 1) from the stage of virtual stage q - 1 (an activation);
+//   B(micro, q) needs F(micro, q) on its own stage and B(micro, q + 1) from the stage of
+//   virtual stage q + 1 (a gradient); W(micro, q) needs B(micro, q) on its own stage.
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "parallel/schedule.hpp"
+
+namespace gridlm::parallel {
+namespace {
+
+// An op anywhere in the pipeline: kind, micro-batch, virtual stage.
+using Key = std::tuple<int, int, int>;
+
+Key key(OpKind kind, int micro, int virtual_stage) {
+  return {static_cast<int>(kind), micro, virtual_stage};
+}
+
+int virtual_stage(const Schedule& s, int stage, const Op& op) {
+  return op.chunk * s.stages + stage;
+}
+
+struct Dep {
+  Key key;
+  bool remote; // produced on another stage: a message
+};
+
+std::vector<Dep> dependencies(const Schedule& s, int stage, const Op& op) {
+  const int q = virtual_stage(s, stage, op), last = s.stages * s.chunks - 1;
+  auto remote = [&](int other) { return other % s.stages != stage; };
+  std::vector<Dep> deps;
+  switch (op.kind) {
+  case OpKind::F:
+    if (q > 0) deps.push_back({key(OpKind::F, op.micro, q - 1), remote(q - 1)});
+    break;
+  case OpKind::B:
+    deps.push_back({key(OpKind::F, op.micro, q), false});
+    if (q < last) deps.push_back({key(OpKind::B, op.micro, q + 1), remote(q + 1)});
+    break;
+  case OpKind::W: deps.push_back({key(OpKind::B, op.micro, q), false}); break;
+  }
+  return deps;
+}
+
+} // namespace
+
+std::string check_schedule(const Schedule& s) {
+  const bool split = s.kind == ScheduleKind::zb_h1;
+  if (int(s.ops.size()) != s.stages) {
+    return fmt::format("{} stage lists for {} stages", s.ops.size(), s.stages);
+  }
+  // Complete: every op exactly once on its stage, micro-batch and chunk in range.
+  for (int st = 0; st < s.stages; ++st) {
+    std::map<Key, int> seen;
+    for (std::size_t i = 0; i < s.ops[st].size(); ++i) {
+      const Op& op = s.ops[st][i];
+      if (op.micro < 0 || op.micro >= s.micro_batches || op.chunk < 0 || op.chunk >= s.chunks) {
+        return fmt::format("stage {}: {} is out of range", st, op_text(op, s.chunks));
+      }
+      if (op.kind == OpKind::W && !split) {
+        return fmt::format("stage {}: {} in a schedule without split backward", st,
+                           op_text(op, s.chunks));
+      }
+      if (!seen.emplace(key(op.kind, op.micro, op.chunk), int(i)).second) {
+        return fmt::format("stage {}: {} appears twice", st, op_text(op, s.chunks));
+      }
+    }
+    const std::size_t expected = std::size_t(s.micro_batches) * s.chunks * (split ? 3 : 2);
+    if (seen.size() != expected) {
+      return fmt::format("stage {} has {} ops; expected {}", st, seen.size(), expected);
+    }
+    // Local dependency order: F before B before W of the same micro-batch and chunk.
+    for (const auto& [k, pos] : seen) {
+      const auto [kind, micro, chunk] = k;
+      if (kind == int(OpKind::F)) continue;
+      const int before = seen.at({kind - 1, micro, chunk});
+      if (before > pos) {
+        return fmt::format("stage {}: {} comes before {}", st,
+                           op_text({OpKind(kind), micro, chunk}, s.chunks),
+                           op_text({OpKind(kind - 1), micro, chunk}, s.chunks));
+      }
+    }
+  }
+  // Running together: each stage executes its list in order; an op waits for its inputs.
+  // Sends never block (the executor posts them non-blocking), so this is the deadlock test.
+  std::map<Key, bool> done;
+  std::vector<std::size_t> next(s.stages, 0);
+  std::map<std::pair<int, int>, long> sent, received; // (from stage, to stage)
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int st = 0; st < s.stages; ++st) {
+      while (next[st] < s.ops[st].size()) {
+        const Op& op = s.ops[st][next[st]];
+        const auto deps = dependencies(s, st, op);
+        if (!std::all_of(deps.begin(), deps.end(), [&](const Dep& d) { return done.count(d.key); }))
+          break;
+        for (const Dep& d : deps) {
+          if (d.remote) ++received[{std::get<2>(d.key) % s.stages, st}];
+        }
+        const int q = virtual_stage(s, st, op);
+        done[key(op.kind, op.micro, q)] = true;
+        if (op.kind == OpKind::F && q < s.stages * s.chunks - 1 && (q + 1) % s.stages != st) {
+          ++sent[{st, (q + 1) % s.stages}];
+        }
+        if (op.kind == OpKind::B && q > 0 && (q - 1) % s.stages != st) {
+          ++sent[{st, (q - 1) % s.stages}];
+        }
+        ++next[st];
+        progress = true;
+      }
+    }
+  }
+  for (int st = 0; st < s.stages; ++st) {
+    if (next[st] < s.ops[st].size()) {
+      return fmt::format("deadlock: stage {} waits forever at {} (op {} of {})", st,
+                         op_text(s.ops[st][next[st]], s.chunks), next[st] + 1, s.ops[st].size());
+    }
+  }
+  if (sent != received) return "some activation or gradient sent is never received";
+  return "";
+}
+
+Timeline simulate(const Schedule& s, const OpCosts& c) {
+  const bool split = s.kind == ScheduleKind::zb_h1;
+  auto cost = [&](OpKind k) {
+    if (k == OpKind::F) return c.forward;
+    if (k == OpKind::B) return split ? c.backward : c.backward + c.weight;
+    return c.weight;
+  };
+  Timeline tl;
+  tl.stages.resize(s.stages);
+  tl.peak_in_flight.assign(s.stages, 0);
+  std::map<Key, double> end;
+  std::vector<std::size_t> next(s.stages, 0);
+  std::vector<double> free_at(s.stages, 0.0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int st = 0; st < s.stages; ++st) {
+      while (next[st] < s.ops[st].size()) {
+        const Op& op = s.ops[st][next[st]];
+        double ready = free_at[st];
+        bool known = true;
+        for (const Dep& d : dependencies(s, st, op)) {
+          const auto it = end.find(d.key);
+          if (it == end.end()) {
+            known = false;
+            break;
+          }
+          ready = std::max(ready, it->second + (d.remote ? c.transfer : 0.0));
+        }
+        if (!known) break;
+        const double finish = ready + cost(op.kind);
+        end[key(op.kind, op.micro, virtual_stage(s, st, op))] = finish;
+        tl.stages[st].push_back({op, ready, finish});
+        free_at[st] = finish;
+        ++next[st];
+        progress = true;
+      }
+    }
+  }
+  double busy = 0.0;
+  for (int st = 0; st < s.stages; ++st) {
+    int held = 0;
+    for (const auto& slot : tl.stages[st]) {
+      busy += slot.end - slot.start;
+      tl.makespan = std::max(tl.makespan, slot.end);
+      // Activations are held from F until the last op that needs them (B, or W when split).
+      if (slot.op.kind == OpKind::F) ++held;
+      if (slot.op.kind == (split ? OpKind::W : OpKind::B)) --held;
+      tl.peak_in_flight[st] = std::max(tl.peak_in_flight[st], held);
+    }
+  }
+  tl.bubble = tl.makespan > 0 ? 1.0 - busy / (s.stages * tl.makespan) : 0.0;
+  return tl;
+}
+
+} // namespace gridlm::parallel
