@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "app/cmd_grid.hpp"
+#include "app/cmd_plan.hpp"
 #include "app/cmd_train.hpp"
 #include "gridlm/version.hpp"
 #include "layers/blas_info.hpp"
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   gridlm::app::add_grid_command(app);
   gridlm::app::add_train_command(app);
   gridlm::app::add_config_command(app);
+  gridlm::app::add_plan_command(app);
 
   try {
     app.parse(argc, argv);
