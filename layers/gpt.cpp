@@ -58,8 +58,11 @@ void add_bias_residual(float* out, const float* bias, const float* residual, lon
 
 } // namespace
 
-GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parallel::Comm* tp)
+GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parallel::Comm* tp,
+         int slots)
     : config_(config), stage_(stage), tp_(tp), P_(tp ? tp->size() : 1), B_(B), T_(T) {
+  if (slots < 1)
+    throw Error(fmt::format("a model needs at least one activation slot, not {}", slots));
   check_config(config);
   if (B <= 0 || T <= 0 || T > config.seq_len) {
     throw Error(fmt::format("micro-batch of {} x {} tokens: need at least 1 x 1 and at most "
@@ -70,8 +73,11 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
   if (stage_.last_block < 0) stage_.last_block = config.n_layer;
   params_ = Kokkos::View<float*>("layers::GPT::params", table_.total);
   grads_ = Kokkos::View<float*>("layers::GPT::grads", table_.total);
-  tokens_ = Kokkos::View<std::int32_t*>("layers::GPT::tokens", std::size_t(B) * T);
-  targets_ = Kokkos::View<std::int32_t*>("layers::GPT::targets", std::size_t(B) * T);
+  slots_.resize(slots);
+  for (Slot& sl : slots_) {
+    sl.tokens = Kokkos::View<std::int32_t*>("layers::GPT::tokens", std::size_t(B) * T);
+    sl.targets = Kokkos::View<std::int32_t*>("layers::GPT::targets", std::size_t(B) * T);
+  }
 
   // Local widths: this rank's heads, MLP columns and vocabulary rows.
   const std::size_t N = std::size_t(B) * T, C = config.d_model, Cl = C / P_, V = table_.vocab_local,
@@ -79,33 +85,35 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
   // Two passes: count, allocate, then hand out pointers.
   for (int pass = 0; pass < 2; ++pass) {
     Carver a(pass == 0 ? nullptr : acts_.data());
-    encoded_ = a.take(N * C);
-    blocks_.assign(L, BlockActs{});
-    for (BlockActs& b : blocks_) {
-      b.ln1 = a.take(N * C);
-      b.ln1_mean = a.take(N);
-      b.ln1_rstd = a.take(N);
-      b.qkv = a.take(N * 3 * Cl);
-      b.attn.q = a.take(N * Cl);
-      b.attn.k = a.take(N * Cl);
-      b.attn.v = a.take(N * Cl);
-      b.attn.att = a.take(std::size_t(B) * NH * attention_scores_per_head(T));
-      b.atty = a.take(N * Cl);
-      b.res2 = a.take(N * C);
-      b.ln2 = a.take(N * C);
-      b.ln2_mean = a.take(N);
-      b.ln2_rstd = a.take(N);
-      b.fch = a.take(N * 4 * Cl);
-      b.fch_gelu = a.take(N * 4 * Cl);
-      b.res3 = a.take(N * C);
-    }
-    if (stage_.head) {
-      lnf_ = a.take(N * C);
-      lnf_mean_ = a.take(N);
-      lnf_rstd_ = a.take(N);
-      logits_ = a.take(N * V);
-      losses_ = a.take(N);
-      ce_scratch_ = a.take(3 * N);
+    for (Slot& sl : slots_) {
+      sl.encoded = a.take(N * C);
+      sl.blocks.assign(L, BlockActs{});
+      for (BlockActs& b : sl.blocks) {
+        b.ln1 = a.take(N * C);
+        b.ln1_mean = a.take(N);
+        b.ln1_rstd = a.take(N);
+        b.qkv = a.take(N * 3 * Cl);
+        b.attn.q = a.take(N * Cl);
+        b.attn.k = a.take(N * Cl);
+        b.attn.v = a.take(N * Cl);
+        b.attn.att = a.take(std::size_t(B) * NH * attention_scores_per_head(T));
+        b.atty = a.take(N * Cl);
+        b.res2 = a.take(N * C);
+        b.ln2 = a.take(N * C);
+        b.ln2_mean = a.take(N);
+        b.ln2_rstd = a.take(N);
+        b.fch = a.take(N * 4 * Cl);
+        b.fch_gelu = a.take(N * 4 * Cl);
+        b.res3 = a.take(N * C);
+      }
+      if (stage_.head) {
+        sl.lnf = a.take(N * C);
+        sl.lnf_mean = a.take(N);
+        sl.lnf_rstd = a.take(N);
+        sl.logits = a.take(N * V);
+        sl.losses = a.take(N);
+        sl.ce_scratch = a.take(3 * N);
+      }
     }
 
     Carver s(pass == 0 ? nullptr : scratch_.data());
@@ -143,11 +151,23 @@ double GPT::forward(const std::int32_t* tokens, const std::int32_t* targets, int
   return forward_stage(tokens, nullptr, targets, B, T, logits_out);
 }
 
-const float* GPT::output() const { return blocks_.empty() ? encoded_ : blocks_.back().res3; }
+const float* GPT::output(int slot) const {
+  const Slot& sl = slots_.at(std::size_t(slot));
+  return sl.blocks.empty() ? sl.encoded : sl.blocks.back().res3;
+}
+
+GPT::Slot& GPT::slot_at(int slot) {
+  if (slot < 0 || slot >= int(slots_.size())) {
+    throw Error(fmt::format("activation slot {} of a model planned with {}", slot, slots_.size()));
+  }
+  return slots_[std::size_t(slot)];
+}
 
 double GPT::forward_stage(const std::int32_t* tokens, const float* input,
-                          const std::int32_t* targets, int B, int T, float* logits_out) {
+                          const std::int32_t* targets, int B, int T, float* logits_out,
+                          int slot) {
   check_shape(B, T);
+  Slot& sl = slot_at(slot);
   const int C = config_.d_model, Cl = C / P_, V = config_.vocab_size, NH = config_.n_head / P_;
   const long N = long(B) * T, Vl = table_.vocab_local;
   using HostTokens =
@@ -163,20 +183,20 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   const ParamTable& t = table_;
   if (stage_.embedding) {
     check_ids(tokens, "token");
-    Kokkos::deep_copy(tokens_, HostTokens(tokens, N));
+    Kokkos::deep_copy(sl.tokens, HostTokens(tokens, N));
     // Vocabulary-parallel lookup: each rank its rows, zeros elsewhere, summed over the group.
-    token_embedding_forward(encoded_, tokens_.data(), param(t.wte), B, T, C, t.vocab_begin, Vl);
-    tp_sum(encoded_, N * C);
-    position_embedding_forward(encoded_, param(t.wpe), B, T, C);
+    token_embedding_forward(sl.encoded, sl.tokens.data(), param(t.wte), B, T, C, t.vocab_begin, Vl);
+    tp_sum(sl.encoded, N * C);
+    position_embedding_forward(sl.encoded, param(t.wpe), B, T, C);
   } else {
-    float* dst = encoded_;
+    float* dst = sl.encoded;
     for_each(
         "layers::GPT::stage_input", N * C, KOKKOS_LAMBDA(long i) { dst[i] = input[i]; });
   }
-  const float* residual = encoded_;
-  for (std::size_t l = 0; l < blocks_.size(); ++l) {
+  const float* residual = sl.encoded;
+  for (std::size_t l = 0; l < sl.blocks.size(); ++l) {
     const BlockParams& p = t.blocks[l];
-    BlockActs& a = blocks_[l];
+    BlockActs& a = sl.blocks[l];
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p.ln1_w), param(p.ln1_b), N,
                       C);
     // Column-parallel QKV: this rank's heads only.
@@ -194,54 +214,59 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
     add_bias_residual(a.res3, param(p.fcproj_b), a.res2, N, C);
     residual = a.res3;
   }
-  have_forward_ = true;
+  sl.have_forward = true;
   if (!stage_.head) return 0.0;
   check_ids(targets, "target");
-  Kokkos::deep_copy(targets_, HostTokens(targets, N));
-  layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, param(t.lnf_w), param(t.lnf_b), N, C);
+  Kokkos::deep_copy(sl.targets, HostTokens(targets, N));
+  layernorm_forward(sl.lnf, sl.lnf_mean, sl.lnf_rstd, residual, param(t.lnf_w), param(t.lnf_b), N,
+                    C);
   // Vocabulary-parallel head: this rank's logit columns; the loss reduces three numbers a row.
-  linear_forward(logits_, lnf_, param(t.lm_head), nullptr, N, C, int(Vl));
+  linear_forward(sl.logits, sl.lnf, param(t.lm_head), nullptr, N, C, int(Vl));
   if (logits_out != nullptr) {
     if (P_ != 1) throw Error("logits can only be copied out of a model that is not tensor-split");
-    // Real vocabulary columns only: each row of logits_ holds Vl >= V columns.
+    // Real vocabulary columns only: each row of sl.logits holds Vl >= V columns.
     using HostOut =
         Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     using DevIn = Kokkos::View<const float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     for (long n = 0; n < N; ++n) {
       Kokkos::deep_copy(HostOut(logits_out + n * V, std::size_t(V)),
-                        DevIn(logits_ + n * Vl, std::size_t(V)));
+                        DevIn(sl.logits + n * Vl, std::size_t(V)));
     }
   }
-  return crossentropy_forward(logits_, losses_, ce_scratch_, targets_.data(), N, vocab_slice());
+  return crossentropy_forward(sl.logits, sl.losses, sl.ce_scratch, sl.targets.data(), N,
+                              vocab_slice());
 }
 
-void GPT::backward(float loss_weight, const float* doutput) {
-  if (!have_forward_) throw Error("GPT::backward called without a forward of the same batch");
+void GPT::backward(float loss_weight, const float* doutput, int slot) {
+  Slot& sl = slot_at(slot);
+  if (!sl.have_forward) {
+    throw Error("GPT::backward called without a forward of the same micro-batch slot");
+  }
   if (!stage_.head && doutput == nullptr) {
     throw Error("GPT::backward of a stage without the head needs the gradient of its output");
   }
-  have_forward_ = false;
+  sl.have_forward = false;
   const int B = B_, T = T_, C = config_.d_model, Cl = C / P_, NH = config_.n_head / P_;
   const long N = long(B) * T, Vl = table_.vocab_local;
   const ParamTable& t = table_;
 
   if (stage_.head) {
-    crossentropy_backward(logits_, targets_.data(), loss_weight / float(N), N, vocab_slice());
-    linear_backward(d_ln_, grad(t.lm_head), nullptr, logits_, lnf_, param(t.lm_head), N, C, int(Vl),
-                    true);
+    crossentropy_backward(sl.logits, sl.targets.data(), loss_weight / float(N), N, vocab_slice());
+    linear_backward(d_ln_, grad(t.lm_head), nullptr, sl.logits, sl.lnf, param(t.lm_head), N, C,
+                    int(Vl), true);
     tp_sum(d_ln_, N * C); // conjugate of the head's replicated input
     fill_zero(d_res_, N * C);
-    layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, output(), param(t.lnf_w),
-                       lnf_mean_, lnf_rstd_, N, C);
+    layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, output(slot), param(t.lnf_w),
+                       sl.lnf_mean, sl.lnf_rstd, N, C);
   } else {
     float* dst = d_res_;
     for_each(
         "layers::GPT::stage_output_grad", N * C, KOKKOS_LAMBDA(long i) { dst[i] = doutput[i]; });
   }
-  for (int l = int(blocks_.size()) - 1; l >= 0; --l) {
+  for (int l = int(sl.blocks.size()) - 1; l >= 0; --l) {
     const BlockParams& p = t.blocks[l];
-    const BlockActs& a = blocks_[l];
-    const float* residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
+    const BlockActs& a = sl.blocks[l];
+    const float* residual = l == 0 ? sl.encoded : sl.blocks[l - 1].res3;
     // d_res holds d res3; res3 = res2 + mlp(ln2(res2)). Activation-gradient buffers are
     // written once each: overwrite instead of zero + add. The row-parallel layers take the
     // replicated d_res as it is; the column-parallel ones give partial input gradients that
@@ -266,7 +291,7 @@ void GPT::backward(float loss_weight, const float* doutput) {
   }
   // d_res holds the gradient of the stage input: the embedding's, or the previous stage's.
   if (stage_.embedding) {
-    token_embedding_backward(grad(t.wte), d_res_, tokens_.data(), B, T, C, t.vocab_begin, Vl);
+    token_embedding_backward(grad(t.wte), d_res_, sl.tokens.data(), B, T, C, t.vocab_begin, Vl);
     position_embedding_backward(grad(t.wpe), d_res_, B, T, C);
   }
 }
@@ -300,7 +325,7 @@ MemoryReport GPT::memory() const {
   r.weights = params_.size() * sizeof(float);
   r.gradients = grads_.size() * sizeof(float);
   r.activations = (acts_.size() + scratch_.size()) * sizeof(float) +
-                  (tokens_.size() + targets_.size()) * sizeof(std::int32_t);
+                  slots_.size() * 2 * std::size_t(B_) * T_ * sizeof(std::int32_t);
   return r;
 }
 

@@ -35,9 +35,10 @@ struct MemoryReport {
 class GPT {
 public:
   // Plans activations for micro-batches of B sequences of T tokens (T <= model seq_len).
-  // `tp` is the tensor-parallel group (null: this rank holds whole tensors).
+  // `tp` is the tensor-parallel group (null: this rank holds whole tensors). `slots` sets of
+  // activations are planned, for micro-batches in flight at once in a pipeline schedule.
   GPT(const ModelConfig& config, int B, int T, const StageSpec& stage = {},
-      parallel::Comm* tp = nullptr);
+      parallel::Comm* tp = nullptr, int slots = 1);
 
   const ModelConfig& config() const { return config_; }
   const ParamTable& table() const { return table_; }
@@ -57,13 +58,16 @@ public:
   // One stage: `tokens` [B,T] when it holds the embedding, else `input` [B,T,C], the previous
   // stage's output. With the head, returns the mean loss against `targets`; without, returns
   // 0 and output() holds the activations [B,T,C] for the next stage.
+  // `slot` picks the activation set the micro-batch lives in until its backward.
   double forward_stage(const std::int32_t* tokens, const float* input, const std::int32_t* targets,
-                       int B, int T, float* logits_out = nullptr);
-  const float* output() const;
+                       int B, int T, float* logits_out = nullptr, int slot = 0);
+  const float* output(int slot = 0) const;
+  int slots() const { return int(slots_.size()); }
   // Accumulates gradients (+=) of loss_weight * mean loss of the last forward. A stage without
   // the head takes `doutput` [B,T,C], the gradient of its output, instead; a stage without
-  // the embedding leaves the gradient of its input in input_grad() [B,T,C].
-  void backward(float loss_weight, const float* doutput = nullptr);
+  // the embedding leaves the gradient of its input in input_grad() [B,T,C] (until the next
+  // backward: it is shared by the slots).
+  void backward(float loss_weight, const float* doutput = nullptr, int slot = 0);
   const float* input_grad() const { return d_res_; }
   void zero_grad();
 
@@ -80,6 +84,15 @@ private:
         *fch_gelu, *res3;
     AttentionSaved attn;
   };
+  // Everything one micro-batch keeps from its forward to its backward.
+  struct Slot {
+    float *encoded = nullptr, *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr,
+          *logits = nullptr, *losses = nullptr, *ce_scratch = nullptr;
+    std::vector<BlockActs> blocks;
+    Kokkos::View<std::int32_t*> tokens, targets;
+    bool have_forward = false;
+  };
+  Slot& slot_at(int slot);
   void check_shape(int B, int T) const;
   void tp_sum(float* data, long n); // all-reduce over the tensor group, timed
   VocabSlice vocab_slice() const;
@@ -92,16 +105,12 @@ private:
   ParamTable table_;
   int B_ = 0, T_ = 0;
   Kokkos::View<float*> params_, grads_;
-  Kokkos::View<float*> acts_;    // everything the backward needs, one allocation
+  Kokkos::View<float*> acts_;    // every slot's activations, one allocation
   Kokkos::View<float*> scratch_; // backward temporaries, one allocation
-  Kokkos::View<std::int32_t*> tokens_, targets_;
-  float *encoded_ = nullptr, *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr,
-        *logits_ = nullptr, *losses_ = nullptr, *ce_scratch_ = nullptr;
-  std::vector<BlockActs> blocks_;
+  std::vector<Slot> slots_;
   float *d_res_ = nullptr, *d_ln_ = nullptr, *d_qkv_ = nullptr, *d_atty_ = nullptr,
         *d_fch_ = nullptr, *d_fchg_ = nullptr;
   AttentionScratch attn_scratch_{};
-  bool have_forward_ = false;
 };
 
 } // namespace gridlm::layers
