@@ -12,6 +12,7 @@
 
 #include "parallel/diagnostics.hpp"
 #include "parallel/layout.hpp"
+#include "parallel/schedule.hpp"
 
 namespace gridlm::app {
 
@@ -62,6 +63,12 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &c.parallel.force_tp_across_nodes},
       {"parallel", "backend", "collectives over auto (NCCL on GPU builds, else MPI), mpi or nccl",
        &c.parallel.backend},
+      {"parallel", "schedule",
+       "pipeline schedule: gpipe, 1f1b, interleaved-1f1b or zb-h1 (train.grad_accum "
+       "micro-batches per step)",
+       &c.parallel.schedule},
+      {"parallel", "chunks", "model chunks per pipeline stage (interleaved-1f1b)",
+       &c.parallel.chunks},
       {"output", "dir", "directory for metrics and weights (created if missing)", &c.output.dir},
       {"output", "metrics", "JSON-lines metrics file inside dir (empty: none)", &c.output.metrics},
       {"output", "weights", "final weights, HDF5 with PyTorch names, inside dir (empty: none)",
@@ -283,6 +290,12 @@ void validate(const RunConfig& c) {
   need(c.parallel.backend == "auto" || c.parallel.backend == "mpi" || c.parallel.backend == "nccl",
        fmt::format("parallel.backend = \"{}\": the backends are auto, mpi and nccl",
                    c.parallel.backend));
+  need(c.parallel.chunks >= 1, "parallel.chunks must be positive");
+  try {
+    parallel::parse_schedule(c.parallel.schedule);
+  } catch (const Error& e) {
+    problems.push_back(std::string("parallel.schedule: ") + e.what());
+  }
   need(c.data.source == "synthetic",
        fmt::format("data.source = \"{}\": the sources are: synthetic", c.data.source));
   for (const auto& [name, value] : {std::pair{"parallel.dp", c.parallel.dp},

@@ -33,6 +33,8 @@ struct ParallelConfig {
   std::string tp = "1";               // tensor-parallel ranks per stage, or auto
   bool force_tp_across_nodes = false; // allow a tensor group to span nodes
   std::string backend = "auto";       // collectives over: auto, mpi or nccl
+  std::string schedule = "1f1b";      // pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1
+  int chunks = 1;                     // model chunks per pipeline stage (interleaved-1f1b)
 };
 
 struct OutputConfig {

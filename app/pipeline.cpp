@@ -46,7 +46,8 @@ Pipeline::Pipeline(const layers::ModelConfig& model, int B, int T, const paralle
   });
 }
 
-double Pipeline::step(const Samples& samples, float loss_weight) {
+double Pipeline::step(const Samples& samples, float loss_weight, float* first_logits,
+                      std::vector<double>* micro_losses) {
   const int m = schedule_.micro_batches;
   const long N = long(B_) * T_, NC = N * C_;
   // Post every receive of the step now, so transfers land whenever their senders are ready.
@@ -106,7 +107,10 @@ double Pipeline::step(const Samples& samples, float loss_weight) {
         }
       }
       const float* input = q == 0 ? nullptr : receive(tag(0, op.micro, q, Q_));
-      loss_sum += gpt.forward_stage(x.data(), input, y.data(), B_, T_, nullptr, slot);
+      float* logits = Q_ == 1 && op.micro == 0 ? first_logits : nullptr;
+      const double loss = gpt.forward_stage(x.data(), input, y.data(), B_, T_, logits, slot);
+      if (q == Q_ - 1 && micro_losses != nullptr) micro_losses->push_back(loss);
+      loss_sum += loss;
       if (q < Q_ - 1) send(gpt.output(slot), (q + 1) % p_, tag(0, op.micro, q + 1, Q_));
     } else if (op.kind == parallel::OpKind::B) {
       const int slot = slot_of[op.chunk].at(op.micro);

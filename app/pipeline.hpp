@@ -30,7 +30,10 @@ public:
   // One step's forwards and backwards, gradients accumulated with weight loss_weight per
   // micro-batch (1 / (m x dp) for a mean). Returns the mean loss over the step's micro-batches,
   // on every rank of the pipeline. Tied embedding copies end with the summed gradient.
-  double step(const Samples& samples, float loss_weight);
+  // `first_logits` (one stage, one chunk only) receives micro-batch 0's logits [B,T,V], and
+  // `micro_losses` each micro-batch's loss on the last stage (for the reference dump).
+  double step(const Samples& samples, float loss_weight, float* first_logits = nullptr,
+              std::vector<double>* micro_losses = nullptr);
 
   std::vector<std::unique_ptr<layers::GPT>>& chunks() { return chunks_; }
   // Squared global gradient norm over pp and tp, each tensor counted once.

@@ -2,6 +2,7 @@
 #include "app/trainer.hpp"
 
 #include "app/comm_backend.hpp"
+#include "app/pipeline.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -90,21 +92,55 @@ struct ReferenceRecord {
   }
 };
 
-// Collective over the tensor group: every rank contributes its shards; `writer` writes the
-// file, each tensor at its global shape.
-void write_weights(const std::string& path, const layers::GPT& gpt, const RunConfig& c,
-                   parallel::Comm* tp, bool writer) {
-  auto host = Kokkos::create_mirror_view(gpt.params());
-  Kokkos::deep_copy(host, gpt.params());
-  std::vector<std::vector<float>> tensors;
-  for (const layers::ParamInfo& p : gpt.table().params) {
-    tensors.push_back(layers::gather_parameter(p, host.data() + p.offset, tp));
+// Collective over the grid: each tensor is gathered over its tensor group, sent from the
+// pipeline stage that holds it to rank 0, and written there at its global shape.
+void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, parallel::Comm* tp,
+                   const parallel::Grid& grid) {
+  // Every tensor of this rank's chunks at its global shape, by name.
+  std::map<std::string, std::vector<float>> mine;
+  for (auto& chunk : pipe.chunks()) {
+    auto host = Kokkos::create_mirror_view(chunk->params());
+    Kokkos::deep_copy(host, chunk->params());
+    for (const layers::ParamInfo& p : chunk->table().params) {
+      auto global = layers::gather_parameter(p, host.data() + p.offset, tp);
+      mine.emplace(p.name, std::move(global));
+    }
   }
-  if (!writer) return;
+  // Only the (dp 0, tp 0) rank of each stage takes part in the transfer to rank 0.
+  if (grid.coords().dp != 0 || grid.coords().tp != 0) return;
+  auto pp = grid.make_mpi_comm(parallel::Axis::pp);
+  const layers::ParamTable all = layers::make_param_table(c.model);
+  const int p = grid.layout().pp, Q = int(pipe.chunks().size()) * p;
+  const int per = c.model.n_layer / Q;
+  auto owner = [&](const layers::ParamInfo& info) {
+    if (info.block >= 0) return (info.block / per) % p;
+    if (info.name == "wte.weight" || info.name == "wpe.weight") return 0;
+    return (Q - 1) % p; // ln_f, lm_head
+  };
+  std::vector<std::vector<float>> received(all.params.size());
+  std::vector<parallel::Request> requests;
+  for (std::size_t i = 0; i < all.params.size(); ++i) {
+    const layers::ParamInfo& info = all.params[i];
+    const int from = owner(info);
+    if (from == 0) continue;
+    if (pp->rank() == from) {
+      requests.push_back(pp->isend(Span<const float>(mine.at(info.name)), 0, int(i)));
+    } else if (pp->rank() == 0) {
+      std::size_t n = 1;
+      for (auto d : info.shape)
+        n *= std::size_t(d);
+      received[i].resize(n);
+      requests.push_back(pp->irecv(Span<float>(received[i]), from, int(i)));
+    }
+  }
+  for (auto& r : requests)
+    r.wait();
+  if (grid.rank() != 0) return;
   io::H5File f = io::H5File::create(path);
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const layers::ParamInfo& p = gpt.table().params[i];
-    f.write(p.name, p.shape, tensors[i].data());
+  for (std::size_t i = 0; i < all.params.size(); ++i) {
+    const layers::ParamInfo& info = all.params[i];
+    const std::vector<float>& data = owner(info) == 0 ? mine.at(info.name) : received[i];
+    f.write(info.name, info.shape, data.data());
   }
   f.attribute("format", "gridlm weights v1: one dataset per parameter, PyTorch names and shapes");
   const auto& m = c.model;
@@ -126,17 +162,12 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   const int dp = grid.layout().dp, replica = grid.coords().dp;
   const bool dump = !config.output.reference_dump.empty();
 
-  std::unique_ptr<layers::GPT> gpt;
   std::string backend;
   parallel::run_agreed(grid.comm(), [&] { backend = resolve_backend(config.parallel.backend); });
   std::unique_ptr<parallel::Comm> tp_comm = make_axis_comm(grid, parallel::Axis::tp, backend);
   std::unique_ptr<io::SyntheticSource> source;
+  parallel::Schedule schedule;
   parallel::run_agreed(grid.comm(), [&] {
-    if (grid.layout().pp != 1) {
-      throw Error(fmt::format("parallel.pp = {}: pipeline parallelism is not built yet; use "
-                              "parallel.pp = 1 (data and tensor parallelism)",
-                              grid.layout().pp));
-    }
     if (mc.n_head % grid.layout().tp != 0) {
       throw Error(fmt::format("model.n_head = {} is not divisible by parallel.tp = {}: each "
                               "tensor-parallel rank holds whole attention heads; use a tp that "
@@ -146,30 +177,52 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     if (dump && grid.size() != 1) {
       throw Error("output.reference_dump is a single-rank testing aid; run it on one rank");
     }
+    // A step's micro-batches are the pipeline's: train.grad_accum of them per replica.
+    schedule = parallel::make_schedule(parallel::parse_schedule(config.parallel.schedule),
+                                       grid.layout().pp, accum, config.parallel.chunks);
     source = std::make_unique<io::SyntheticSource>(mc.vocab_size, std::uint64_t(config.data.seed));
-    gpt = std::make_unique<layers::GPT>(mc, B, T, layers::StageSpec{}, tp_comm.get());
     if (root) make_directory(config.output.dir);
   });
-  layers::init_parameters(gpt->params(), gpt->table(), std::uint64_t(tc.seed));
-  layers::AdamW optimizer(tc.optim, gpt->table());
+  // The same path for every layout: one rank is a one-stage pipeline.
+  Pipeline pipe(mc, B, T, grid, schedule, tp_comm.get());
+  std::vector<std::unique_ptr<layers::AdamW>> optimizers;
+  layers::MemoryReport mem;
+  std::size_t local_params = 0;
+  for (auto& chunk : pipe.chunks()) {
+    layers::init_parameters(chunk->params(), chunk->table(), std::uint64_t(tc.seed));
+    optimizers.push_back(std::make_unique<layers::AdamW>(tc.optim, chunk->table()));
+    const layers::MemoryReport m = chunk->memory();
+    mem.weights += m.weights;
+    mem.gradients += m.gradients;
+    mem.activations += m.activations;
+    mem.optimizer += optimizers.back()->state_bytes();
+    local_params += chunk->table().total;
+  }
   auto dp_comm = make_axis_comm(grid, parallel::Axis::dp, backend);
+  const layers::GPT& first = *pipe.chunks().front();
 
-  layers::MemoryReport mem = gpt->memory();
-  mem.optimizer = optimizer.state_bytes();
   if (root) {
     std::printf("gridlm train: %d ranks = %s; model %d layers, %d heads, width %d, vocab %d, "
                 "context %d: %.2f M parameters\n",
                 grid.size(), grid.layout().str().c_str(), mc.n_layer, mc.n_head, mc.d_model,
-                mc.vocab_size, mc.seq_len, double(gpt->table().total) / 1e6);
+                mc.vocab_size, mc.seq_len, double(layers::make_param_table(mc).total) / 1e6);
     std::printf("data: %s\n", source->describe().c_str());
     std::printf("communication: %s\n", backend.c_str());
     std::printf("batch: %d sequences x %d tokens x %d micro-batches x %d replicas = %d tokens "
                 "per step; MFU against %.1f GFLOP/s per rank (train.peak_gflops)\n",
                 B, T, accum, dp, B * T * accum * dp, tc.peak_gflops);
-    std::printf("memory per rank: weights %s, gradients %s, optimizer state %s, activations %s "
-                "(micro-batch %d x %d); total %s\n",
-                bytes(mem.weights).c_str(), bytes(mem.gradients).c_str(),
-                bytes(mem.optimizer).c_str(), bytes(mem.activations).c_str(), B, T,
+    if (grid.layout().pp > 1) {
+      const parallel::Timeline tl = parallel::simulate(schedule, {});
+      std::printf("pipeline: %s, %d stages x %d chunk(s), %d micro-batches; predicted bubble "
+                  "%.1f%% (uniform costs)\n",
+                  parallel::schedule_name(schedule.kind), schedule.stages, schedule.chunks,
+                  schedule.micro_batches, 100.0 * tl.bubble);
+    }
+    std::printf("memory per rank (rank 0): %.2f M parameters; weights %s, gradients %s, "
+                "optimizer state %s, activations %s (micro-batch %d x %d); total %s\n",
+                double(local_params) / 1e6, bytes(mem.weights).c_str(),
+                bytes(mem.gradients).c_str(), bytes(mem.optimizer).c_str(),
+                bytes(mem.activations).c_str(), B, T,
                 bytes(mem.weights + mem.gradients + mem.optimizer + mem.activations).c_str());
     std::fflush(stdout);
   }
@@ -183,62 +236,69 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
 
   ReferenceRecord ref;
   if (dump) {
-    ref.initial_params.resize(gpt->table().total);
-    auto host = Kokkos::create_mirror_view(gpt->params());
-    Kokkos::deep_copy(host, gpt->params());
+    ref.initial_params.resize(first.table().total);
+    auto host = Kokkos::create_mirror_view(first.params());
+    Kokkos::deep_copy(host, first.params());
     std::copy(host.data(), host.data() + host.size(), ref.initial_params.begin());
     ref.batches.reserve(std::size_t(tc.steps) * accum * B * (T + 1));
+    ref.logits.resize(std::size_t(B) * T * mc.vocab_size);
   }
 
   const double flops_per_step = layers::flops_per_token(mc) * double(B) * T * accum * dp;
   const double tokens_per_step = double(B) * T * accum * dp;
-  std::vector<std::int32_t> seq(std::size_t(B) * (T + 1)), x(std::size_t(B) * T),
-      y(std::size_t(B) * T);
   std::vector<double> rates;
   TrainResult result;
+  double comm_seconds = 0.0;
+  auto tp_seconds = [&] {
+    double s = pipe.comm_seconds();
+    for (auto& chunk : pipe.chunks())
+      s += chunk->comm_seconds();
+    return s;
+  };
   for (int step = 0; step < tc.steps; ++step) {
     const auto t0 = Clock::now();
-    const double comm_before = gpt->comm_seconds();
-    gpt->zero_grad();
-    double loss_sum = 0.0;
-    for (int micro = 0; micro < accum; ++micro) {
-      const std::uint64_t first =
+    const double comm_before = tp_seconds();
+    for (auto& chunk : pipe.chunks())
+      chunk->zero_grad();
+    auto samples = [&](int micro, std::vector<std::int32_t>& seq) {
+      const std::uint64_t first_sample =
           ((std::uint64_t(step) * accum + micro) * dp + replica) * std::uint64_t(B);
       for (int b = 0; b < B; ++b) {
-        std::int32_t* s = seq.data() + std::size_t(b) * (T + 1);
-        source->sample(s, first + b, T + 1);
-        std::copy(s, s + T, x.data() + std::size_t(b) * T);
-        std::copy(s + 1, s + T + 1, y.data() + std::size_t(b) * T);
+        source->sample(seq.data() + std::size_t(b) * (T + 1), first_sample + b, T + 1);
       }
-      const bool record_logits = dump && step == 0 && micro == 0;
-      if (record_logits) ref.logits.resize(std::size_t(B) * T * mc.vocab_size);
-      const double loss =
-          gpt->forward(x.data(), y.data(), B, T, record_logits ? ref.logits.data() : nullptr);
-      if (record_logits) ref.first_loss = float(loss);
       if (dump) ref.batches.insert(ref.batches.end(), seq.begin(), seq.end());
-      loss_sum += loss;
-      gpt->backward(1.0f / float(accum * dp));
-    }
+    };
+    std::vector<double> micro_losses;
+    double loss = pipe.step(samples, 1.0f / float(accum * dp),
+                            dump && step == 0 ? ref.logits.data() : nullptr, &micro_losses);
+    if (dump && step == 0) ref.first_loss = float(micro_losses.at(0));
     // Gradients summed over replicas: each already carries its 1/(accum * dp) share.
-    if (dp > 1) dp_comm->all_reduce(Span<float>(gpt->grads().data(), gpt->grads().size()));
-    std::vector<double> loss_total{loss_sum / accum};
-    if (dp > 1) dp_comm->all_reduce(Span<double>(loss_total));
-    const double loss = loss_total[0] / dp;
+    if (dp > 1) {
+      for (auto& chunk : pipe.chunks()) {
+        dp_comm->all_reduce(Span<float>(chunk->grads().data(), chunk->grads().size()));
+      }
+      std::vector<double> total{loss};
+      dp_comm->all_reduce(Span<double>(total));
+      loss = total[0] / dp;
+    }
     if (dump && step == 0) {
-      ref.step0_grads.resize(gpt->table().total);
-      auto host = Kokkos::create_mirror_view(gpt->grads());
-      Kokkos::deep_copy(host, gpt->grads());
+      ref.step0_grads.resize(first.table().total);
+      auto host = Kokkos::create_mirror_view(first.grads());
+      Kokkos::deep_copy(host, first.grads());
       std::copy(host.data(), host.data() + host.size(), ref.step0_grads.begin());
     }
     if (dump) ref.losses.push_back(float(loss));
-    // Split tensors contribute their shards, replicated ones once: summed over the tp group.
-    std::vector<double> norm2{gpt->grad_sum_of_squares()};
-    if (grid.layout().tp > 1) tp_comm->all_reduce(Span<double>(norm2));
-    const double grad_norm = std::sqrt(norm2[0]);
+    // Split tensors contribute their shards, replicated ones once, over pp and tp.
+    const double grad_norm = std::sqrt(pipe.grad_norm_squared(tp_comm.get()));
     const double lr = layers::learning_rate(tc.optim, step);
-    optimizer.update(gpt->params(), gpt->grads(), step, lr, grad_norm);
+    for (std::size_t c = 0; c < optimizers.size(); ++c) {
+      optimizers[c]->update(pipe.chunks()[c]->params(), pipe.chunks()[c]->grads(), step, lr,
+                            grad_norm);
+    }
     Kokkos::fence();
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double step_comm = tp_seconds() - comm_before;
+    comm_seconds += step_comm;
     const double rate = tokens_per_step / seconds;
     if (step > 0) rates.push_back(rate);
     const double mfu = flops_per_step / seconds / (tc.peak_gflops * 1e9 * grid.size());
@@ -258,15 +318,14 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
                          {"tokens_per_s", rate},
                          {"ms_per_step", seconds * 1e3},
                          {"mfu", mfu},
-                         {"tp_comm_ms", (gpt->comm_seconds() - comm_before) * 1e3}};
+                         {"comm_wait_ms", step_comm * 1e3}};
         metrics << j.dump() << "\n";
         metrics.flush();
       }
       if (step % tc.log_every == 0 || step == tc.steps - 1) {
-        const std::string comm =
-            grid.layout().tp > 1
-                ? fmt::format(" | tp comm {:.1f} ms", (gpt->comm_seconds() - comm_before) * 1e3)
-                : std::string();
+        const std::string comm = grid.layout().tp > 1 || grid.layout().pp > 1
+                                     ? fmt::format(" | comm wait {:.1f} ms", step_comm * 1e3)
+                                     : std::string();
         std::printf("step %5d/%d | loss %.4f | grad norm %.3f | lr %.2e | %8.0f tok/s | %7.1f ms "
                     "| MFU %.1f%%%s\n",
                     step + 1, tc.steps, loss, grad_norm, lr, rate, seconds * 1e3, 100.0 * mfu,
@@ -281,10 +340,10 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   }
   if (!config.output.weights.empty()) {
     const std::string path = config.output.dir + "/" + config.output.weights;
-    write_weights(path, *gpt, config, tp_comm.get(), root);
+    write_weights(path, pipe, config, tp_comm.get(), grid);
     if (root) std::printf("weights: %s\n", path.c_str());
   }
-  if (root && dump) ref.write(config.output.reference_dump, config, *gpt);
+  if (root && dump) ref.write(config.output.reference_dump, config, first);
   return result;
 }
 

@@ -164,8 +164,7 @@ GPT::Slot& GPT::slot_at(int slot) {
 }
 
 double GPT::forward_stage(const std::int32_t* tokens, const float* input,
-                          const std::int32_t* targets, int B, int T, float* logits_out,
-                          int slot) {
+                          const std::int32_t* targets, int B, int T, float* logits_out, int slot) {
   check_shape(B, T);
   Slot& sl = slot_at(slot);
   const int C = config_.d_model, Cl = C / P_, V = config_.vocab_size, NH = config_.n_head / P_;
