@@ -19,10 +19,11 @@ int tag(int what, int micro, int q, int Q) { return (what * 4096 + micro) * Q + 
 } // namespace
 
 Pipeline::Pipeline(const layers::ModelConfig& model, int B, int T, const parallel::Grid& grid,
-                   const parallel::Schedule& schedule, parallel::Comm* tp)
+                   const parallel::Schedule& schedule, parallel::Comm* tp,
+                   std::unique_ptr<parallel::Comm> pp)
     : grid_(grid), schedule_(schedule), stage_(grid.coords().pp), p_(grid.layout().pp),
       v_(schedule.chunks), Q_(p_ * v_), B_(B), T_(T), C_(model.d_model) {
-  pp_ = grid.make_mpi_comm(parallel::Axis::pp);
+  pp_ = pp ? std::move(pp) : grid.make_mpi_comm(parallel::Axis::pp);
   parallel::run_agreed(grid.comm(), [&] {
     if (schedule.stages != p_) {
       throw Error(

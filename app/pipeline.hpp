@@ -21,8 +21,10 @@ class Pipeline {
 public:
   // Collective over the grid. Throws gridlm::Error (the same on every rank) when the blocks do
   // not divide among pp x chunks virtual stages.
+  // `pp` carries the activations and gradients between stages (MPI when null).
   Pipeline(const layers::ModelConfig& model, int B, int T, const parallel::Grid& grid,
-           const parallel::Schedule& schedule, parallel::Comm* tp);
+           const parallel::Schedule& schedule, parallel::Comm* tp,
+           std::unique_ptr<parallel::Comm> pp = nullptr);
 
   // Fills tokens [B, T+1] for micro-batch `micro` of the current step.
   using Samples = std::function<void(int micro, std::vector<std::int32_t>& seq)>;

@@ -184,6 +184,9 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     if (root) make_directory(config.output.dir);
   });
   // The same path for every layout: one rank is a one-stage pipeline.
+  // Stage-to-stage transfers stay on MPI for every backend: the executor posts all receives
+  // of a step up front, which NCCL's in-order stream would serialise into a deadlock; NCCL
+  // needs the transfers grouped per op first.
   Pipeline pipe(mc, B, T, grid, schedule, tp_comm.get());
   std::vector<std::unique_ptr<layers::AdamW>> optimizers;
   layers::MemoryReport mem;
