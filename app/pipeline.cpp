@@ -38,9 +38,10 @@ Pipeline::Pipeline(const layers::ModelConfig& model, int B, int T, const paralle
     if (schedule.micro_batches > 4096) throw Error("at most 4096 micro-batches per step");
     const parallel::Timeline tl = parallel::simulate(schedule, {});
     const int slots = std::max(1, tl.peak_in_flight[stage_]);
-    const int per = model.n_layer / Q_;
+    blocks_per_chunk_ = model.n_layer / Q_;
     for (int c = 0; c < v_; ++c) {
       const int q = c * p_ + stage_;
+      const int per = blocks_per_chunk_;
       const layers::StageSpec spec{q * per, (q + 1) * per, q == 0, q == Q_ - 1};
       chunks_.push_back(std::make_unique<layers::GPT>(model, B, T, spec, tp, slots));
     }
@@ -154,25 +155,25 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
 }
 
 double Pipeline::grad_norm_squared(parallel::Comm* tp) const {
-  double local = 0.0;
-  for (int c = 0; c < v_; ++c) {
-    const layers::GPT& g = *chunks_[c];
-    local += g.grad_sum_of_squares();
-    // A tied head's copy of wte repeats the first stage's: count the tensor once.
-    const bool head_copy = g.stage().head && !g.stage().embedding && g.table().wte >= 0;
-    if (head_copy) {
-      const layers::ParamInfo& w = g.table().params[g.table().wte];
-      const float* d = g.grad(g.table().wte);
-      double s = 0.0;
-      for (std::size_t i = 0; i < w.size; ++i)
-        s += double(d[i]) * d[i];
-      local -= s;
-    }
-  }
-  std::vector<double> total{local};
+  std::vector<double> total{0.0};
+  for (const auto& chunk : chunks_)
+    total[0] += chunk->grad_sum_of_squares();
   pp_->all_reduce(Span<double>(total));
   if (tp != nullptr && tp->size() > 1) tp->all_reduce(Span<double>(total));
   return total[0];
+}
+
+int Pipeline::stage_of(const layers::ParamInfo& p) const {
+  if (p.block >= 0) return (p.block / blocks_per_chunk_) % p_;
+  if (p.name == "wte.weight" || p.name == "wpe.weight") return 0;
+  return (Q_ - 1) % p_; // final norm and LM head: the last virtual stage
+}
+
+double Pipeline::comm_seconds() const {
+  double s = comm_seconds_;
+  for (const auto& chunk : chunks_)
+    s += chunk->comm_seconds();
+  return s;
 }
 
 } // namespace gridlm::app

@@ -40,12 +40,16 @@ public:
   std::vector<std::unique_ptr<layers::GPT>>& chunks() { return chunks_; }
   // Squared global gradient norm over pp and tp, each tensor counted once.
   double grad_norm_squared(parallel::Comm* tp) const;
-  double comm_seconds() const { return comm_seconds_; }
+  // The pipeline stage that holds parameter p (for a tied wte: the first).
+  int stage_of(const layers::ParamInfo& p) const;
+  // Seconds waiting for transfers: stage-to-stage receives and tensor-parallel all-reduces.
+  double comm_seconds() const;
 
 private:
   const parallel::Grid& grid_;
   parallel::Schedule schedule_;
   int stage_ = 0, p_ = 1, v_ = 1, Q_ = 1, B_ = 0, T_ = 0, C_ = 0;
+  int blocks_per_chunk_ = 1;
   std::unique_ptr<parallel::Comm> pp_;
   std::vector<std::unique_ptr<layers::GPT>> chunks_; // chunk c holds virtual stage c * p + stage
   double comm_seconds_ = 0.0;

@@ -43,6 +43,15 @@ void make_directory(const std::string& dir) {
   if (ec) throw Error(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
 }
 
+// The model's shape as attributes, so a file says what it holds without gridlm.
+void write_model_attributes(io::H5File& f, const layers::ModelConfig& m) {
+  const std::pair<const char*, double> attrs[] = {
+      {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
+      {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
+  for (const auto& [name, value] : attrs)
+    f.attribute(name, value);
+}
+
 // Everything the PyTorch reference test needs to replay a single-rank run.
 struct ReferenceRecord {
   std::vector<float> initial_params;
@@ -57,13 +66,8 @@ struct ReferenceRecord {
     const auto& m = c.model;
     const auto& t = c.train;
     const auto& o = t.optim;
+    write_model_attributes(f, m);
     const std::pair<const char*, double> attrs[] = {
-        {"vocab_size", m.vocab_size},
-        {"seq_len", m.seq_len},
-        {"n_layer", m.n_layer},
-        {"n_head", m.n_head},
-        {"d_model", m.d_model},
-        {"tied_embeddings", m.tied_embeddings},
         {"micro_batch", t.micro_batch},
         {"accum", t.grad_accum},
         {"steps", t.steps},
@@ -81,8 +85,11 @@ struct ReferenceRecord {
     for (const auto& [name, value] : attrs)
       f.attribute(name, value);
     for (const layers::ParamInfo& p : gpt.table().params) {
-      f.write("params/" + p.name, p.shape, initial_params.data() + p.offset);
-      f.write("step0/grads/" + p.name, p.shape, step0_grads.data() + p.offset);
+      // Global shape, padding rows dropped (one rank: no group to gather from).
+      f.write("params/" + p.name, p.shape,
+              layers::gather_parameter(p, initial_params.data() + p.offset, nullptr).data());
+      f.write("step0/grads/" + p.name, p.shape,
+              layers::gather_parameter(p, step0_grads.data() + p.offset, nullptr).data());
     }
     f.write("batches", {t.steps, t.grad_accum, t.micro_batch, m.seq_len + 1}, batches.data());
     f.write("step0/logits", {t.micro_batch, m.seq_len, m.vocab_size}, logits.data());
@@ -110,18 +117,11 @@ void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, 
   if (grid.coords().dp != 0 || grid.coords().tp != 0) return;
   auto pp = grid.make_mpi_comm(parallel::Axis::pp);
   const layers::ParamTable all = layers::make_param_table(c.model);
-  const int p = grid.layout().pp, Q = int(pipe.chunks().size()) * p;
-  const int per = c.model.n_layer / Q;
-  auto owner = [&](const layers::ParamInfo& info) {
-    if (info.block >= 0) return (info.block / per) % p;
-    if (info.name == "wte.weight" || info.name == "wpe.weight") return 0;
-    return (Q - 1) % p; // ln_f, lm_head
-  };
   std::vector<std::vector<float>> received(all.params.size());
   std::vector<parallel::Request> requests;
   for (std::size_t i = 0; i < all.params.size(); ++i) {
     const layers::ParamInfo& info = all.params[i];
-    const int from = owner(info);
+    const int from = pipe.stage_of(info);
     if (from == 0) continue;
     if (pp->rank() == from) {
       requests.push_back(pp->isend(Span<const float>(mine.at(info.name)), 0, int(i)));
@@ -139,16 +139,11 @@ void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, 
   io::H5File f = io::H5File::create(path);
   for (std::size_t i = 0; i < all.params.size(); ++i) {
     const layers::ParamInfo& info = all.params[i];
-    const std::vector<float>& data = owner(info) == 0 ? mine.at(info.name) : received[i];
+    const std::vector<float>& data = pipe.stage_of(info) == 0 ? mine.at(info.name) : received[i];
     f.write(info.name, info.shape, data.data());
   }
   f.attribute("format", "gridlm weights v1: one dataset per parameter, PyTorch names and shapes");
-  const auto& m = c.model;
-  const std::pair<const char*, double> attrs[] = {
-      {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
-      {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
-  for (const auto& [name, value] : attrs)
-    f.attribute(name, value);
+  write_model_attributes(f, c.model);
   f.commit();
 }
 
@@ -168,12 +163,6 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   std::unique_ptr<io::SyntheticSource> source;
   parallel::Schedule schedule;
   parallel::run_agreed(grid.comm(), [&] {
-    if (mc.n_head % grid.layout().tp != 0) {
-      throw Error(fmt::format("model.n_head = {} is not divisible by parallel.tp = {}: each "
-                              "tensor-parallel rank holds whole attention heads; use a tp that "
-                              "divides {}",
-                              mc.n_head, grid.layout().tp, mc.n_head));
-    }
     if (dump && grid.size() != 1) {
       throw Error("output.reference_dump is a single-rank testing aid; run it on one rank");
     }
@@ -251,16 +240,9 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   const double tokens_per_step = double(B) * T * accum * dp;
   std::vector<double> rates;
   TrainResult result;
-  double comm_seconds = 0.0;
-  auto tp_seconds = [&] {
-    double s = pipe.comm_seconds();
-    for (auto& chunk : pipe.chunks())
-      s += chunk->comm_seconds();
-    return s;
-  };
   for (int step = 0; step < tc.steps; ++step) {
     const auto t0 = Clock::now();
-    const double comm_before = tp_seconds();
+    const double comm_before = pipe.comm_seconds();
     for (auto& chunk : pipe.chunks())
       chunk->zero_grad();
     auto samples = [&](int micro, std::vector<std::int32_t>& seq) {
@@ -300,8 +282,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     }
     Kokkos::fence();
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double step_comm = tp_seconds() - comm_before;
-    comm_seconds += step_comm;
+    const double step_comm = pipe.comm_seconds() - comm_before;
     const double rate = tokens_per_step / seconds;
     if (step > 0) rates.push_back(rate);
     const double mfu = flops_per_step / seconds / (tc.peak_gflops * 1e9 * grid.size());

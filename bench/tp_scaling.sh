@@ -20,7 +20,7 @@ for ((r = 0; r < runs; r++)); do
   two+=("$(mpiexec -n 2 "$gridlm" train "${common[@]}" --set parallel.tp=2 |
     sed -n 's/.*, \([0-9.]*\) tokens\/s (median).*/\1/p')")
   # Median over the steps after the first of the all-reduce time per step.
-  comm+=("$(tail -n +2 "$out/m.jsonl" | sed -n 's/.*"tp_comm_ms":\([0-9.e+-]*\).*/\1/p' | median)")
+  comm+=("$(tail -n +2 "$out/m.jsonl" | sed -n 's/.*"comm_wait_ms":\([0-9.e+-]*\).*/\1/p' | median)")
 done
 g1=$(printf '%s\n' "${one[@]}" | median)
 g2=$(printf '%s\n' "${two[@]}" | median)

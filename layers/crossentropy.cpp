@@ -1,6 +1,7 @@
 // Fused softmax cross-entropy kernels, vocabulary-parallel.
 #include "layers/crossentropy.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -14,8 +15,7 @@ double crossentropy_forward(float* logits_to_probs, float* losses, float* scratc
                             const std::int32_t* targets, long N, const VocabSlice& slice) {
   const long V = slice.local, v0 = slice.begin;
   // Real columns of this slice: [0, valid).
-  const long valid =
-      slice.vocab_size - v0 < V ? (slice.vocab_size - v0 > 0 ? slice.vocab_size - v0 : 0) : V;
+  const long valid = std::clamp(slice.vocab_size - v0, 0L, V);
   float* mx = scratch;        // [N] row maximum over the group
   float* sum_t = scratch + N; // [2N] sum of exponentials, target logit
   for_each(

@@ -311,6 +311,7 @@ double GPT::grad_sum_of_squares() const {
   double total = 0.0;
   for (const ParamInfo& p : table_.params) {
     if (p.split == TpSplit::replicated && table_.tp_rank != 0) continue;
+    if (p.name == "wte.weight" && !stage_.embedding) continue;
     total += sum_of_squares(Kokkos::View<const float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
         grads_.data() + p.offset, p.size));
   }

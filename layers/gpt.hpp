@@ -73,7 +73,8 @@ public:
 
   MemoryReport memory() const;
   // This rank's share of the squared global gradient norm: split tensors in full, replicated
-  // ones only on tensor-parallel rank 0 (they are equal on every rank). Sum it over the group.
+  // ones only on tensor-parallel rank 0 (they are equal on every rank), and not the tied copy
+  // of wte a head-only stage holds (the first stage counts it). Sum it over tp and pp.
   double grad_sum_of_squares() const;
   // Seconds spent in tensor-parallel all-reduces since construction.
   double comm_seconds() const { return comm_seconds_; }
