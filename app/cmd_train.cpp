@@ -2,6 +2,7 @@
 #include "app/cmd_train.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "app/config.hpp"
@@ -15,6 +16,7 @@ namespace {
 struct TrainCommand {
   std::string config_path;       // TOML file; defaults when empty
   std::vector<std::string> sets; // section.key=value overrides, applied in order
+  std::string trace;             // Chrome-trace file (output.trace, but relative to here)
 };
 
 void run(const TrainCommand& cmd) {
@@ -24,6 +26,7 @@ void run(const TrainCommand& cmd) {
     if (!cmd.config_path.empty()) load_config_file(config, cmd.config_path);
     for (const std::string& s : cmd.sets)
       apply_override(config, s);
+    if (!cmd.trace.empty()) config.output.trace = std::filesystem::absolute(cmd.trace).string();
     validate(config);
     if (config.train.optim.total_steps == 0) config.train.optim.total_steps = config.train.steps;
     grid_options.layout.dp = parallel::parse_axis("parallel.dp", config.parallel.dp);
@@ -48,6 +51,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   sub->add_option("--set", cmd->sets, "Override one key: section.key=value (repeatable)")
       ->take_all();
+  sub->add_option("--trace", cmd->trace,
+                  "Write a Chrome-trace JSON of the first output.trace_steps steps (one track "
+                  "per rank; open in ui.perfetto.dev)");
   sub->footer("Example: mpiexec -n 4 gridlm train --config run.toml --set train.lr=3e-4\n"
               "'gridlm config' prints every key with its default.");
   sub->callback([cmd] { run(*cmd); });

@@ -69,6 +69,10 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &c.parallel.schedule},
       {"parallel", "chunks", "model chunks per pipeline stage (interleaved-1f1b)",
        &c.parallel.chunks},
+      {"parallel", "stage_layout",
+       "blocks per virtual stage: uniform, balanced (by a FLOP estimate counting embedding and "
+       "head) or counts such as \"3,4,4,3\"",
+       &c.parallel.stage_layout},
       {"output", "dir", "directory for metrics and weights (created if missing)", &c.output.dir},
       {"output", "metrics", "JSON-lines metrics file inside dir (empty: none)", &c.output.metrics},
       {"output", "weights", "final weights, HDF5 with PyTorch names, inside dir (empty: none)",
@@ -76,6 +80,10 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"output", "reference_dump",
        "testing: HDF5 file of initial weights, batches and step-0 gradients",
        &c.output.reference_dump},
+      {"output", "trace",
+       "Chrome-trace JSON (Perfetto) of the first trace_steps steps, inside dir (empty: none)",
+       &c.output.trace},
+      {"output", "trace_steps", "training steps the trace records", &c.output.trace_steps},
   };
 }
 
@@ -291,6 +299,7 @@ void validate(const RunConfig& c) {
        fmt::format("parallel.backend = \"{}\": the backends are auto, mpi and nccl",
                    c.parallel.backend));
   need(c.parallel.chunks >= 1, "parallel.chunks must be positive");
+  need(c.output.trace_steps >= 1, "output.trace_steps must be positive");
   try {
     parallel::parse_schedule(c.parallel.schedule);
   } catch (const Error& e) {

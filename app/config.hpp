@@ -28,13 +28,14 @@ struct DataConfig {
 };
 
 struct ParallelConfig {
-  std::string dp = "auto";            // data-parallel replicas, or auto
-  std::string pp = "1";               // pipeline stages, or auto
-  std::string tp = "1";               // tensor-parallel ranks per stage, or auto
-  bool force_tp_across_nodes = false; // allow a tensor group to span nodes
-  std::string backend = "auto";       // collectives over: auto, mpi or nccl
-  std::string schedule = "1f1b";      // pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1
-  int chunks = 1;                     // model chunks per pipeline stage (interleaved-1f1b)
+  std::string dp = "auto";              // data-parallel replicas, or auto
+  std::string pp = "1";                 // pipeline stages, or auto
+  std::string tp = "1";                 // tensor-parallel ranks per stage, or auto
+  bool force_tp_across_nodes = false;   // allow a tensor group to span nodes
+  std::string backend = "auto";         // collectives over: auto, mpi or nccl
+  std::string schedule = "1f1b";        // pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1
+  int chunks = 1;                       // model chunks per pipeline stage (interleaved-1f1b)
+  std::string stage_layout = "uniform"; // blocks per virtual stage: uniform, balanced or "a,b,.."
 };
 
 struct OutputConfig {
@@ -43,6 +44,8 @@ struct OutputConfig {
   std::string weights =
       "model.h5"; // final weights (HDF5, names as PyTorch) inside dir ("" for none)
   std::string reference_dump = ""; // testing: write initial weights, batches, step-0 gradients
+  std::string trace = "";          // Chrome-trace JSON of the first trace_steps steps ("": none)
+  int trace_steps = 3;             // steps the trace records
 };
 
 struct RunConfig {

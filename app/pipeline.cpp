@@ -1,86 +1,106 @@
 // The pipeline executor.
 #include "app/pipeline.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "app/stage_layout.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/schedule_transfers.hpp"
 
 namespace gridlm::app {
 namespace {
 
-// Message tags: what (0 activation into F, 1 gradient into B), micro-batch, virtual stage.
-int tag(int what, int micro, int q, int Q) { return (what * 4096 + micro) * Q + q; }
+using Buffer = Kokkos::View<float*>;
+using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+
+double now() { return steady_seconds(); }
+
+TraceKind trace_kind(parallel::OpKind k) {
+  return k == parallel::OpKind::F   ? TraceKind::forward
+         : k == parallel::OpKind::B ? TraceKind::backward
+                                    : TraceKind::weight;
+}
 
 } // namespace
 
 Pipeline::Pipeline(const layers::ModelConfig& model, int B, int T, const parallel::Grid& grid,
-                   const parallel::Schedule& schedule, parallel::Comm* tp,
+                   const parallel::Schedule& schedule, parallel::Comm* tp, PipelineOptions options,
                    std::unique_ptr<parallel::Comm> pp)
-    : grid_(grid), schedule_(schedule), stage_(grid.coords().pp), p_(grid.layout().pp),
-      v_(schedule.chunks), Q_(p_ * v_), B_(B), T_(T), C_(model.d_model) {
-  pp_ = pp ? std::move(pp) : grid.make_mpi_comm(parallel::Axis::pp);
+    : grid_(grid), schedule_(schedule), options_(std::move(options)), stage_(grid.coords().pp),
+      p_(grid.layout().pp), v_(schedule.chunks), Q_(p_ * v_), B_(B), T_(T), C_(model.d_model) {
+  pp_mpi_ = grid.make_mpi_comm(parallel::Axis::pp);
+  pp_owned_ = std::move(pp);
+  pp_ = pp_owned_ ? pp_owned_.get() : pp_mpi_.get();
   parallel::run_agreed(grid.comm(), [&] {
     if (schedule.stages != p_) {
       throw Error(
           fmt::format("the schedule has {} stages but parallel.pp = {}", schedule.stages, p_));
     }
-    if (model.n_layer % Q_ != 0) {
-      throw Error(fmt::format("model.n_layer = {} does not divide into parallel.pp x "
-                              "parallel.chunks = {} x {} = {} equal stages; choose a pp and "
-                              "chunks whose product divides {}",
-                              model.n_layer, p_, v_, Q_, model.n_layer));
-    }
     if (schedule.micro_batches > 4096) throw Error("at most 4096 micro-batches per step");
+    // An explicit layout is checked as the user's would be: every block exactly once.
+    blocks_ =
+        plan_stage_blocks(model, Q_,
+                          options_.stage_blocks.empty() ? std::string("uniform")
+                                                        : stage_blocks_text(options_.stage_blocks));
+    first_block_.assign(1, 0);
+    for (int n : blocks_)
+      first_block_.push_back(first_block_.back() + n);
+    if (options_.grouped_transfers) {
+      const std::string problem = parallel::check_grouped_transfers(schedule);
+      if (!problem.empty()) {
+        throw Error(fmt::format("schedule {} cannot run its stage transfers in NCCL groups ({}); "
+                                "use another schedule or MPI stage transfers",
+                                parallel::schedule_name(schedule.kind), problem));
+      }
+    }
     const parallel::Timeline tl = parallel::simulate(schedule, {});
     const int slots = std::max(1, tl.peak_in_flight[stage_]);
-    blocks_per_chunk_ = model.n_layer / Q_;
+    const bool split = schedule.kind == parallel::ScheduleKind::zb_h1;
     for (int c = 0; c < v_; ++c) {
       const int q = c * p_ + stage_;
-      const int per = blocks_per_chunk_;
-      const layers::StageSpec spec{q * per, (q + 1) * per, q == 0, q == Q_ - 1};
-      chunks_.push_back(std::make_unique<layers::GPT>(model, B, T, spec, tp, slots));
+      const layers::StageSpec spec{first_block_[q], first_block_[q + 1], q == 0, q == Q_ - 1};
+      chunks_.push_back(std::make_unique<layers::GPT>(model, B, T, spec, tp, slots, split));
     }
   });
 }
 
 double Pipeline::step(const Samples& samples, float loss_weight, float* first_logits,
                       std::vector<double>* micro_losses) {
-  const int m = schedule_.micro_batches;
+  const double step_start = now();
+  const std::vector<parallel::Op>& ops = schedule_.ops[stage_];
   const long N = long(B_) * T_, NC = N * C_;
-  // Post every receive of the step now, so transfers land whenever their senders are ready.
-  std::map<int, std::vector<float>> inbox;
-  std::map<int, parallel::Request> pending;
-  for (const parallel::Op& op : schedule_.ops[stage_]) {
-    const int q = op.chunk * p_ + stage_;
-    int t = -1, from = -1;
-    if (op.kind == parallel::OpKind::F && q > 0) {
-      t = tag(0, op.micro, q, Q_);
-      from = (q - 1) % p_;
-    } else if (op.kind == parallel::OpKind::B && q < Q_ - 1) {
-      t = tag(1, op.micro, q, Q_);
-      from = (q + 1) % p_;
-    }
-    if (t < 0) continue;
-    inbox[t].resize(std::size_t(NC));
-    pending.emplace(t, pp_->irecv(Span<float>(inbox[t]), from, t));
-  }
-  auto receive = [&](int t) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pending.at(t).wait();
-    comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return inbox[t].data();
+  TraceRecorder* trace =
+      options_.trace != nullptr && options_.trace->on() ? options_.trace : nullptr;
+  auto buffer = [&] {
+    return Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "app::Pipeline::transfer"),
+                  std::size_t(NC));
   };
-  std::vector<std::vector<float>> outbox;
+  // Received (or handed over in memory, between chunks on this stage) inputs, by tag.
+  std::map<int, Buffer> inbox;
+  std::map<int, parallel::Request> pending;
+  auto post_receive = [&](int from, int tag) {
+    inbox[tag] = buffer();
+    pending.emplace(tag, pp_->irecv(Span<float>(inbox[tag].data(), std::size_t(NC)), from, tag));
+  };
+  if (!options_.grouped_transfers) {
+    for (const parallel::Op& op : ops) {
+      const parallel::OpTransfers t = parallel::op_transfers(schedule_, stage_, op);
+      if (t.recv_from >= 0 && t.recv_from != stage_) post_receive(t.recv_from, t.recv_tag);
+    }
+  }
+  struct Outgoing {
+    Buffer data;
+    int to, tag;
+  };
+  std::vector<Outgoing> deferred; // grouped: sends that go out with the next op's group
+  std::vector<Buffer> outbox;     // alive until every send is done
   std::vector<parallel::Request> sends;
-  outbox.reserve(schedule_.ops[stage_].size());
-  auto send = [&](const float* data, int to, int t) {
-    outbox.emplace_back(data, data + NC);
-    sends.push_back(pp_->isend(Span<const float>(outbox.back()), to, t));
+  auto post_send = [&](const Outgoing& o) {
+    sends.push_back(pp_->isend(Span<const float>(o.data.data(), std::size_t(NC)), o.to, o.tag));
   };
 
   std::vector<std::map<int, int>> slot_of(v_); // per chunk: micro-batch -> activation slot
@@ -91,10 +111,33 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
   }
   std::vector<std::int32_t> seq(std::size_t(B_) * (T_ + 1)), x(static_cast<std::size_t>(N)),
       y(static_cast<std::size_t>(N));
-  double loss_sum = 0.0;
-  for (const parallel::Op& op : schedule_.ops[stage_]) {
+  double loss_sum = 0.0, busy = 0.0, last_end = step_start;
+  std::vector<double> op_seconds(std::size_t(3 * v_), 0.0); // per chunk: F, B, W
+  std::vector<int> op_count(std::size_t(3 * v_), 0);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const parallel::Op& op = ops[i];
+    const parallel::OpTransfers t = parallel::op_transfers(schedule_, stage_, op);
     const int q = op.chunk * p_ + stage_;
     layers::GPT& gpt = *chunks_[op.chunk];
+    if (options_.grouped_transfers) {
+      parallel::Group group(*pp_);
+      for (const Outgoing& o : deferred)
+        post_send(o);
+      deferred.clear();
+      if (t.recv_from >= 0 && t.recv_from != stage_) post_receive(t.recv_from, t.recv_tag);
+    }
+    const double wait_start = now();
+    Buffer input;
+    if (t.recv_from >= 0) {
+      if (t.recv_from != stage_) pending.at(t.recv_tag).wait();
+      input = inbox.at(t.recv_tag);
+    }
+    const double op_start = now();
+    comm_seconds_ += op_start - wait_start;
+    if (trace != nullptr && op_start - wait_start > 5e-6) {
+      trace->add(TraceKind::wait, wait_start, op_start, op.micro, op.chunk);
+    }
+    const float* output = nullptr;
     if (op.kind == parallel::OpKind::F) {
       if (free_slots[op.chunk].empty()) throw Error("pipeline: no free activation slot");
       const int slot = free_slots[op.chunk].back();
@@ -108,63 +151,130 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
           std::copy(s + 1, s + T_ + 1, y.data() + std::size_t(b) * T_);
         }
       }
-      const float* input = q == 0 ? nullptr : receive(tag(0, op.micro, q, Q_));
       float* logits = Q_ == 1 && op.micro == 0 ? first_logits : nullptr;
-      const double loss = gpt.forward_stage(x.data(), input, y.data(), B_, T_, logits, slot);
+      const double loss = gpt.forward_stage(x.data(), input.data(), y.data(), B_, T_, logits, slot);
       if (q == Q_ - 1 && micro_losses != nullptr) micro_losses->push_back(loss);
       loss_sum += loss;
-      if (q < Q_ - 1) send(gpt.output(slot), (q + 1) % p_, tag(0, op.micro, q + 1, Q_));
+      output = gpt.output(slot);
     } else if (op.kind == parallel::OpKind::B) {
       const int slot = slot_of[op.chunk].at(op.micro);
-      const float* dout = q == Q_ - 1 ? nullptr : receive(tag(1, op.micro, q, Q_));
-      gpt.backward(loss_weight, dout, slot);
+      if (gpt.split_backward()) {
+        gpt.backward_input(loss_weight, input.data(), slot);
+      } else {
+        gpt.backward(loss_weight, input.data(), slot);
+        free_slots[op.chunk].push_back(slot);
+      }
+      output = gpt.input_grad();
+    } else {
+      const int slot = slot_of[op.chunk].at(op.micro);
+      gpt.backward_weights(slot);
       free_slots[op.chunk].push_back(slot);
-      if (q > 0) send(gpt.input_grad(), (q - 1) % p_, tag(1, op.micro, q - 1, Q_));
     }
-    // W: the backward above already computed the weight gradients (no split backward yet).
+    inbox.erase(t.recv_tag); // the model copied what it needs
+    if (t.send_to >= 0) {
+      Outgoing o{buffer(), t.send_to, t.send_tag};
+      Kokkos::deep_copy(o.data, Kokkos::View<const float*, Unmanaged>(output, std::size_t(NC)));
+      if (t.send_to == stage_) {
+        inbox[t.send_tag] = o.data;
+      } else {
+        outbox.push_back(o.data);
+        if (options_.grouped_transfers) {
+          deferred.push_back(o);
+        } else {
+          post_send(o);
+        }
+      }
+    }
+    Kokkos::fence();
+    last_end = now();
+    busy += last_end - op_start;
+    const std::size_t k = std::size_t(3 * op.chunk + static_cast<int>(op.kind));
+    op_seconds[k] += last_end - op_start;
+    ++op_count[k];
+    if (trace != nullptr) {
+      trace->add(trace_kind(op.kind), op_start, last_end, op.micro, op.chunk);
+    }
+  }
+  if (!deferred.empty()) {
+    parallel::Group group(*pp_);
+    for (const Outgoing& o : deferred)
+      post_send(o);
   }
   for (parallel::Request& r : sends)
     r.wait();
 
+  sum_tied_embedding_grads();
+  return finish_step(last_end - step_start, busy, loss_sum, op_seconds, op_count) /
+         schedule_.micro_batches;
+}
+
+void Pipeline::sum_tied_embedding_grads() {
   // Tied embeddings: the first and the last virtual stage hold copies of wte; both end with the
   // sum of their gradients, so the two copies stay identical.
   const layers::ModelConfig& mc = chunks_[0]->config();
-  if (mc.tied_embeddings && Q_ > 1) {
-    layers::GPT* first = stage_ == 0 ? chunks_[0].get() : nullptr;
-    layers::GPT* last = stage_ == p_ - 1 ? chunks_[v_ - 1].get() : nullptr;
-    // Every stage joins the all-reduce (middle stages with zeros): one collective over pp.
-    const std::size_t n = std::size_t(
-        layers::padded_vocab_slice(mc.vocab_size, chunks_[0]->table().tp_size) * mc.d_model);
-    std::vector<float> sum(n, 0.0f);
-    for (layers::GPT* g : {first, last}) {
-      if (g == nullptr) continue;
-      const float* w = g->grad(g->table().wte);
-      for (std::size_t i = 0; i < n; ++i)
-        sum[i] += w[i];
-    }
-    pp_->all_reduce(Span<float>(sum));
-    for (layers::GPT* g : {first, last}) {
-      if (g == nullptr) continue;
-      std::copy(sum.begin(), sum.end(), g->grad(g->table().wte));
-    }
+  if (!mc.tied_embeddings || Q_ == 1) return;
+  layers::GPT* first = stage_ == 0 ? chunks_[0].get() : nullptr;
+  layers::GPT* last = stage_ == p_ - 1 ? chunks_[v_ - 1].get() : nullptr;
+  // Every stage joins the all-reduce (middle stages with zeros): one collective over pp.
+  const std::size_t n = std::size_t(
+      layers::padded_vocab_slice(mc.vocab_size, chunks_[0]->table().tp_size) * mc.d_model);
+  using Host = Kokkos::View<float*, Kokkos::HostSpace, Unmanaged>;
+  std::vector<float> sum(n, 0.0f), copy(n);
+  for (layers::GPT* g : {first, last}) {
+    if (g == nullptr) continue;
+    Kokkos::deep_copy(Host(copy.data(), n),
+                      Kokkos::View<const float*, Unmanaged>(g->grad(g->table().wte), n));
+    for (std::size_t i = 0; i < n; ++i)
+      sum[i] += copy[i];
   }
-  // The loss lives on the last stage: share it along the pipeline.
-  std::vector<double> loss{stage_ == (Q_ - 1) % p_ ? loss_sum / m : 0.0};
-  pp_->all_reduce(Span<double>(loss));
-  return loss[0];
+  pp_mpi_->all_reduce(Span<float>(sum));
+  for (layers::GPT* g : {first, last}) {
+    if (g == nullptr) continue;
+    Kokkos::deep_copy(Kokkos::View<float*, Unmanaged>(g->grad(g->table().wte), n),
+                      Host(sum.data(), n));
+  }
+}
+
+double Pipeline::finish_step(double span, double busy, double loss_sum,
+                             const std::vector<double>& op_seconds,
+                             const std::vector<int>& op_count) {
+  // Per stage: span, busy, loss, then the mean F, B, W seconds of each chunk.
+  const std::size_t per = 3 + op_seconds.size();
+  std::vector<double> mine{span, busy, loss_sum};
+  for (std::size_t k = 0; k < op_seconds.size(); ++k)
+    mine.push_back(op_count[k] > 0 ? op_seconds[k] / op_count[k] : 0.0);
+  std::vector<double> all(per * std::size_t(p_));
+  pp_mpi_->all_gather(Span<const double>(mine), Span<double>(all));
+  double slowest = 0.0, busy_total = 0.0, loss = 0.0;
+  for (int s = 0; s < p_; ++s) {
+    slowest = std::max(slowest, all[per * s]);
+    busy_total += all[per * s + 1];
+    loss += all[per * s + 2];
+  }
+  timing_.seconds = slowest;
+  timing_.bubble = slowest > 0.0 ? 1.0 - busy_total / (p_ * slowest) : 0.0;
+  auto cost = [&](int s, const parallel::Op& op) {
+    return all[per * s + 3 + std::size_t(3 * op.chunk + static_cast<int>(op.kind))];
+  };
+  timing_.predicted_bubble = parallel::simulate(schedule_, cost, 0.0).bubble;
+  return loss;
 }
 
 double Pipeline::grad_norm_squared(parallel::Comm* tp) const {
   std::vector<double> total{0.0};
   for (const auto& chunk : chunks_)
     total[0] += chunk->grad_sum_of_squares();
-  pp_->all_reduce(Span<double>(total));
+  pp_mpi_->all_reduce(Span<double>(total));
   if (tp != nullptr && tp->size() > 1) tp->all_reduce(Span<double>(total));
   return total[0];
 }
 
 int Pipeline::stage_of(const layers::ParamInfo& p) const {
-  if (p.block >= 0) return (p.block / blocks_per_chunk_) % p_;
+  if (p.block >= 0) {
+    for (int q = 0; q < Q_; ++q) {
+      if (p.block < first_block_[q + 1]) return q % p_;
+    }
+  }
   if (p.name == "wte.weight" || p.name == "wpe.weight") return 0;
   return (Q_ - 1) % p_; // final norm and LM head: the last virtual stage
 }

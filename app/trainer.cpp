@@ -3,6 +3,8 @@
 
 #include "app/comm_backend.hpp"
 #include "app/pipeline.hpp"
+#include "app/stage_layout.hpp"
+#include "app/trace.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -24,6 +26,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/comm.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/schedule_transfers.hpp"
 
 namespace gridlm::app {
 namespace {
@@ -162,6 +165,8 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   std::unique_ptr<parallel::Comm> tp_comm = make_axis_comm(grid, parallel::Axis::tp, backend);
   std::unique_ptr<io::SyntheticSource> source;
   parallel::Schedule schedule;
+  PipelineOptions pipe_options;
+  std::string pp_backend = "mpi", pp_note;
   parallel::run_agreed(grid.comm(), [&] {
     if (dump && grid.size() != 1) {
       throw Error("output.reference_dump is a single-rank testing aid; run it on one rank");
@@ -169,14 +174,30 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     // A step's micro-batches are the pipeline's: train.grad_accum of them per replica.
     schedule = parallel::make_schedule(parallel::parse_schedule(config.parallel.schedule),
                                        grid.layout().pp, accum, config.parallel.chunks);
+    pipe_options.stage_blocks = plan_stage_blocks(mc, grid.layout().pp * config.parallel.chunks,
+                                                  config.parallel.stage_layout);
+    // NCCL carries stage transfers only in per-op groups, which must be proven deadlock-free
+    // for the schedule; MPI carries them otherwise.
+    if (backend == "nccl" && grid.layout().pp > 1) {
+      const std::string problem = parallel::check_grouped_transfers(schedule);
+      if (problem.empty()) {
+        pp_backend = "nccl";
+        pipe_options.grouped_transfers = true;
+      } else {
+        pp_note = fmt::format(" (stage transfers over MPI: {})", problem);
+      }
+    }
     source = std::make_unique<io::SyntheticSource>(mc.vocab_size, std::uint64_t(config.data.seed));
     if (root) make_directory(config.output.dir);
   });
+  const std::string trace_path = config.output.trace.empty() || config.output.trace.front() == '/'
+                                     ? config.output.trace
+                                     : config.output.dir + "/" + config.output.trace;
+  TraceRecorder trace(grid, trace_path.empty() ? 0 : config.output.trace_steps);
+  pipe_options.trace = &trace;
   // The same path for every layout: one rank is a one-stage pipeline.
-  // Stage-to-stage transfers stay on MPI for every backend: the executor posts all receives
-  // of a step up front, which NCCL's in-order stream would serialise into a deadlock; NCCL
-  // needs the transfers grouped per op first.
-  Pipeline pipe(mc, B, T, grid, schedule, tp_comm.get());
+  Pipeline pipe(mc, B, T, grid, schedule, tp_comm.get(), pipe_options,
+                make_axis_comm(grid, parallel::Axis::pp, pp_backend));
   std::vector<std::unique_ptr<layers::AdamW>> optimizers;
   layers::MemoryReport mem;
   std::size_t local_params = 0;
@@ -199,16 +220,17 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
                 grid.size(), grid.layout().str().c_str(), mc.n_layer, mc.n_head, mc.d_model,
                 mc.vocab_size, mc.seq_len, double(layers::make_param_table(mc).total) / 1e6);
     std::printf("data: %s\n", source->describe().c_str());
-    std::printf("communication: %s\n", backend.c_str());
+    std::printf("communication: %s%s\n", backend.c_str(), pp_note.c_str());
     std::printf("batch: %d sequences x %d tokens x %d micro-batches x %d replicas = %d tokens "
                 "per step; MFU against %.1f GFLOP/s per rank (train.peak_gflops)\n",
                 B, T, accum, dp, B * T * accum * dp, tc.peak_gflops);
     if (grid.layout().pp > 1) {
       const parallel::Timeline tl = parallel::simulate(schedule, {});
-      std::printf("pipeline: %s, %d stages x %d chunk(s), %d micro-batches; predicted bubble "
-                  "%.1f%% (uniform costs)\n",
+      std::printf("pipeline: %s, %d stages x %d chunk(s), %d micro-batches, blocks per virtual "
+                  "stage %s; predicted bubble %.1f%% (uniform costs)\n",
                   parallel::schedule_name(schedule.kind), schedule.stages, schedule.chunks,
-                  schedule.micro_batches, 100.0 * tl.bubble);
+                  schedule.micro_batches, stage_blocks_text(pipe.stage_blocks()).c_str(),
+                  100.0 * tl.bubble);
     }
     std::printf("memory per rank (rank 0): %.2f M parameters; weights %s, gradients %s, "
                 "optimizer state %s, activations %s (micro-batch %d x %d); total %s\n",
@@ -242,6 +264,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   TrainResult result;
   for (int step = 0; step < tc.steps; ++step) {
     const auto t0 = Clock::now();
+    trace.set_step(step);
     const double comm_before = pipe.comm_seconds();
     for (auto& chunk : pipe.chunks())
       chunk->zero_grad();
@@ -259,12 +282,14 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     if (dump && step == 0) ref.first_loss = float(micro_losses.at(0));
     // Gradients summed over replicas: each already carries its 1/(accum * dp) share.
     if (dp > 1) {
+      const double sync_start = steady_seconds();
       for (auto& chunk : pipe.chunks()) {
         dp_comm->all_reduce(Span<float>(chunk->grads().data(), chunk->grads().size()));
       }
       std::vector<double> total{loss};
       dp_comm->all_reduce(Span<double>(total));
       loss = total[0] / dp;
+      trace.add(TraceKind::grad_sync, sync_start, steady_seconds());
     }
     if (dump && step == 0) {
       ref.step0_grads.resize(first.table().total);
@@ -276,11 +301,13 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     // Split tensors contribute their shards, replicated ones once, over pp and tp.
     const double grad_norm = std::sqrt(pipe.grad_norm_squared(tp_comm.get()));
     const double lr = layers::learning_rate(tc.optim, step);
+    const double optimizer_start = steady_seconds();
     for (std::size_t c = 0; c < optimizers.size(); ++c) {
       optimizers[c]->update(pipe.chunks()[c]->params(), pipe.chunks()[c]->grads(), step, lr,
                             grad_norm);
     }
     Kokkos::fence();
+    trace.add(TraceKind::optimizer, optimizer_start, steady_seconds());
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const double step_comm = pipe.comm_seconds() - comm_before;
     const double rate = tokens_per_step / seconds;
@@ -303,13 +330,22 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
                          {"ms_per_step", seconds * 1e3},
                          {"mfu", mfu},
                          {"comm_wait_ms", step_comm * 1e3}};
+        if (grid.layout().pp > 1) {
+          j["bubble"] = pipe.last_timing().bubble;
+          j["bubble_predicted"] = pipe.last_timing().predicted_bubble;
+        }
         metrics << j.dump() << "\n";
         metrics.flush();
       }
       if (step % tc.log_every == 0 || step == tc.steps - 1) {
-        const std::string comm = grid.layout().tp > 1 || grid.layout().pp > 1
-                                     ? fmt::format(" | comm wait {:.1f} ms", step_comm * 1e3)
-                                     : std::string();
+        std::string comm = grid.layout().tp > 1 || grid.layout().pp > 1
+                               ? fmt::format(" | comm wait {:.1f} ms", step_comm * 1e3)
+                               : std::string();
+        if (grid.layout().pp > 1) {
+          comm += fmt::format(" | bubble {:.1f}% (simulated {:.1f}%)",
+                              100.0 * pipe.last_timing().bubble,
+                              100.0 * pipe.last_timing().predicted_bubble);
+        }
         std::printf("step %5d/%d | loss %.4f | grad norm %.3f | lr %.2e | %8.0f tok/s | %7.1f ms "
                     "| MFU %.1f%%%s\n",
                     step + 1, tc.steps, loss, grad_norm, lr, rate, seconds * 1e3, 100.0 * mfu,
@@ -328,6 +364,8 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     if (root) std::printf("weights: %s\n", path.c_str());
   }
   if (root && dump) ref.write(config.output.reference_dump, config, first);
+  trace.write(trace_path);
+  if (root && !trace_path.empty()) std::printf("trace: %s\n", trace_path.c_str());
   return result;
 }
 

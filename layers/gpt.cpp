@@ -59,8 +59,9 @@ void add_bias_residual(float* out, const float* bias, const float* residual, lon
 } // namespace
 
 GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parallel::Comm* tp,
-         int slots)
-    : config_(config), stage_(stage), tp_(tp), P_(tp ? tp->size() : 1), B_(B), T_(T) {
+         int slots, bool split_backward)
+    : config_(config), stage_(stage), tp_(tp), P_(tp ? tp->size() : 1), split_(split_backward),
+      B_(B), T_(T) {
   if (slots < 1)
     throw Error(fmt::format("a model needs at least one activation slot, not {}", slots));
   check_config(config);
@@ -105,6 +106,12 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
         b.fch = a.take(N * 4 * Cl);
         b.fch_gelu = a.take(N * 4 * Cl);
         b.res3 = a.take(N * C);
+        if (split_backward) {
+          b.d_res3 = a.take(N * C);
+          b.d_fch = a.take(N * 4 * Cl);
+          b.d_res2 = a.take(N * C);
+          b.d_qkv = a.take(N * 3 * Cl);
+        }
       }
       if (stage_.head) {
         sl.lnf = a.take(N * C);
@@ -167,6 +174,11 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
                           const std::int32_t* targets, int B, int T, float* logits_out, int slot) {
   check_shape(B, T);
   Slot& sl = slot_at(slot);
+  if (sl.pending_weights) {
+    throw Error(fmt::format("activation slot {} still holds a micro-batch whose weight "
+                            "gradients (backward_weights) are not done",
+                            slot));
+  }
   const int C = config_.d_model, Cl = C / P_, V = config_.vocab_size, NH = config_.n_head / P_;
   const long N = long(B) * T, Vl = table_.vocab_local;
   using HostTokens =
@@ -188,9 +200,7 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
     tp_sum(sl.encoded, N * C);
     position_embedding_forward(sl.encoded, param(t.wpe), B, T, C);
   } else {
-    float* dst = sl.encoded;
-    for_each(
-        "layers::GPT::stage_input", N * C, KOKKOS_LAMBDA(long i) { dst[i] = input[i]; });
+    copy(sl.encoded, input, N * C);
   }
   const float* residual = sl.encoded;
   for (std::size_t l = 0; l < sl.blocks.size(); ++l) {
@@ -237,30 +247,52 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
 }
 
 void GPT::backward(float loss_weight, const float* doutput, int slot) {
+  backward_impl(loss_weight, doutput, slot, false);
+}
+
+void GPT::backward_input(float loss_weight, const float* doutput, int slot) {
+  if (!split_) throw Error("GPT::backward_input needs a model planned with split_backward");
+  backward_impl(loss_weight, doutput, slot, true);
+}
+
+void GPT::backward_impl(float loss_weight, const float* doutput, int slot, bool defer) {
   Slot& sl = slot_at(slot);
   if (!sl.have_forward) {
     throw Error("GPT::backward called without a forward of the same micro-batch slot");
+  }
+  if (sl.pending_weights) {
+    throw Error("GPT::backward: the slot's weight gradients (backward_weights) are still due");
   }
   if (!stage_.head && doutput == nullptr) {
     throw Error("GPT::backward of a stage without the head needs the gradient of its output");
   }
   sl.have_forward = false;
+  sl.pending_weights = defer;
   const int B = B_, T = T_, C = config_.d_model, Cl = C / P_, NH = config_.n_head / P_;
   const long N = long(B) * T, Vl = table_.vocab_local;
   const ParamTable& t = table_;
+  // A linear layer's backward: both halves now, or the input half now and the output gradient
+  // kept in `saved` (when it is not already kept) for backward_weights().
+  auto linear = [&](float* dinp, int w, int bias, const float* dout, float* saved, const float* inp,
+                    int in, int out) {
+    linear_backward_input(dinp, dout, param(w), N, in, out, true);
+    if (!defer) {
+      linear_backward_weight(grad(w), bias < 0 ? nullptr : grad(bias), dout, inp, N, in, out);
+    } else if (saved != nullptr && saved != dout) {
+      copy(saved, dout, N * out);
+    }
+  };
 
   if (stage_.head) {
+    // The logits buffer becomes their gradient, kept in the slot until the weights are done.
     crossentropy_backward(sl.logits, sl.targets.data(), loss_weight / float(N), N, vocab_slice());
-    linear_backward(d_ln_, grad(t.lm_head), nullptr, sl.logits, sl.lnf, param(t.lm_head), N, C,
-                    int(Vl), true);
+    linear(d_ln_, t.lm_head, -1, sl.logits, nullptr, sl.lnf, C, int(Vl));
     tp_sum(d_ln_, N * C); // conjugate of the head's replicated input
     fill_zero(d_res_, N * C);
     layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, output(slot), param(t.lnf_w),
                        sl.lnf_mean, sl.lnf_rstd, N, C);
   } else {
-    float* dst = d_res_;
-    for_each(
-        "layers::GPT::stage_output_grad", N * C, KOKKOS_LAMBDA(long i) { dst[i] = doutput[i]; });
+    copy(d_res_, doutput, N * C);
   }
   for (int l = int(sl.blocks.size()) - 1; l >= 0; --l) {
     const BlockParams& p = t.blocks[l];
@@ -270,20 +302,18 @@ void GPT::backward(float loss_weight, const float* doutput, int slot) {
     // written once each: overwrite instead of zero + add. The row-parallel layers take the
     // replicated d_res as it is; the column-parallel ones give partial input gradients that
     // are summed over the group (the two backward all-reduces of a block).
-    linear_backward(d_fchg_, grad(p.fcproj_w), grad(p.fcproj_b), d_res_, a.fch_gelu,
-                    param(p.fcproj_w), N, 4 * Cl, C, true);
-    gelu_backward(d_fch_, a.fch, d_fchg_, N * 4 * Cl, true);
-    linear_backward(d_ln_, grad(p.fc_w), grad(p.fc_b), d_fch_, a.ln2, param(p.fc_w), N, C, 4 * Cl,
-                    true);
+    float* d_fch = defer ? a.d_fch : d_fch_;
+    float* d_qkv = defer ? a.d_qkv : d_qkv_;
+    linear(d_fchg_, p.fcproj_w, p.fcproj_b, d_res_, a.d_res3, a.fch_gelu, 4 * Cl, C);
+    gelu_backward(d_fch, a.fch, d_fchg_, N * 4 * Cl, true);
+    linear(d_ln_, p.fc_w, p.fc_b, d_fch, d_fch, a.ln2, C, 4 * Cl);
     tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln2_w), grad(p.ln2_b), d_ln_, a.res2, param(p.ln2_w),
                        a.ln2_mean, a.ln2_rstd, N, C);
     // d_res now holds d res2; res2 = residual + attn(ln1(residual)).
-    linear_backward(d_atty_, grad(p.attproj_w), grad(p.attproj_b), d_res_, a.atty,
-                    param(p.attproj_w), N, Cl, C, true);
-    attention_backward(d_qkv_, attn_scratch_, d_atty_, a.attn, B, T, Cl, NH, true);
-    linear_backward(d_ln_, grad(p.qkv_w), grad(p.qkv_b), d_qkv_, a.ln1, param(p.qkv_w), N, C,
-                    3 * Cl, true);
+    linear(d_atty_, p.attproj_w, p.attproj_b, d_res_, a.d_res2, a.atty, Cl, C);
+    attention_backward(d_qkv, attn_scratch_, d_atty_, a.attn, B, T, Cl, NH, true);
+    linear(d_ln_, p.qkv_w, p.qkv_b, d_qkv, d_qkv, a.ln1, C, 3 * Cl);
     tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln1_w), grad(p.ln1_b), d_ln_, residual, param(p.ln1_w),
                        a.ln1_mean, a.ln1_rstd, N, C);
@@ -292,6 +322,29 @@ void GPT::backward(float loss_weight, const float* doutput, int slot) {
   if (stage_.embedding) {
     token_embedding_backward(grad(t.wte), d_res_, sl.tokens.data(), B, T, C, t.vocab_begin, Vl);
     position_embedding_backward(grad(t.wpe), d_res_, B, T, C);
+  }
+}
+
+void GPT::backward_weights(int slot) {
+  Slot& sl = slot_at(slot);
+  if (!sl.pending_weights) {
+    throw Error("GPT::backward_weights called without a backward_input of the same slot");
+  }
+  sl.pending_weights = false;
+  const int C = config_.d_model, Cl = C / P_;
+  const long N = long(B_) * T_;
+  const ParamTable& t = table_;
+  if (stage_.head) {
+    linear_backward_weight(grad(t.lm_head), nullptr, sl.logits, sl.lnf, N, C,
+                           int(table_.vocab_local));
+  }
+  for (int l = int(sl.blocks.size()) - 1; l >= 0; --l) {
+    const BlockParams& p = t.blocks[l];
+    const BlockActs& a = sl.blocks[l];
+    linear_backward_weight(grad(p.fcproj_w), grad(p.fcproj_b), a.d_res3, a.fch_gelu, N, 4 * Cl, C);
+    linear_backward_weight(grad(p.fc_w), grad(p.fc_b), a.d_fch, a.ln2, N, C, 4 * Cl);
+    linear_backward_weight(grad(p.attproj_w), grad(p.attproj_b), a.d_res2, a.atty, N, Cl, C);
+    linear_backward_weight(grad(p.qkv_w), grad(p.qkv_b), a.d_qkv, a.ln1, N, C, 3 * Cl);
   }
 }
 

@@ -37,8 +37,10 @@ public:
   // Plans activations for micro-batches of B sequences of T tokens (T <= model seq_len).
   // `tp` is the tensor-parallel group (null: this rank holds whole tensors). `slots` sets of
   // activations are planned, for micro-batches in flight at once in a pipeline schedule.
+  // `split_backward` also plans, per slot, the output gradients of every linear layer, so that
+  // backward_input() and backward_weights() can run apart (zero-bubble schedules).
   GPT(const ModelConfig& config, int B, int T, const StageSpec& stage = {},
-      parallel::Comm* tp = nullptr, int slots = 1);
+      parallel::Comm* tp = nullptr, int slots = 1, bool split_backward = false);
 
   const ModelConfig& config() const { return config_; }
   const ParamTable& table() const { return table_; }
@@ -68,6 +70,14 @@ public:
   // the embedding leaves the gradient of its input in input_grad() [B,T,C] (until the next
   // backward: it is shared by the slots).
   void backward(float loss_weight, const float* doutput = nullptr, int slot = 0);
+  // The backward in two halves (a model planned with split_backward): backward_input() is
+  // backward() without the linear layers' weight gradients (LayerNorm, bias-free embedding and
+  // the input gradient all done); it keeps their output gradients in the slot, and
+  // backward_weights() later accumulates the weight and bias gradients from them and frees the
+  // slot. Together they give exactly what backward() gives.
+  void backward_input(float loss_weight, const float* doutput = nullptr, int slot = 0);
+  void backward_weights(int slot = 0);
+  bool split_backward() const { return split_; }
   const float* input_grad() const { return d_res_; }
   void zero_grad();
 
@@ -84,6 +94,8 @@ private:
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch,
         *fch_gelu, *res3;
     AttentionSaved attn;
+    // split backward only: output gradients of proj (res3), fc, attproj (res2) and qkv
+    float *d_res3 = nullptr, *d_fch = nullptr, *d_res2 = nullptr, *d_qkv = nullptr;
   };
   // Everything one micro-batch keeps from its forward to its backward.
   struct Slot {
@@ -92,9 +104,11 @@ private:
     std::vector<BlockActs> blocks;
     Kokkos::View<std::int32_t*> tokens, targets;
     bool have_forward = false;
+    bool pending_weights = false; // backward_input done, backward_weights not yet
   };
   Slot& slot_at(int slot);
   void check_shape(int B, int T) const;
+  void backward_impl(float loss_weight, const float* doutput, int slot, bool defer_weights);
   void tp_sum(float* data, long n); // all-reduce over the tensor group, timed
   VocabSlice vocab_slice() const;
 
@@ -102,6 +116,7 @@ private:
   StageSpec stage_;
   parallel::Comm* tp_ = nullptr;
   int P_ = 1; // tensor-parallel group size
+  bool split_ = false;
   double comm_seconds_ = 0.0;
   ParamTable table_;
   int B_ = 0, T_ = 0;

@@ -10,6 +10,11 @@ void fill_zero(float* data, long n) {
       "layers::fill_zero", n, KOKKOS_LAMBDA(long i) { data[i] = 0.0f; });
 }
 
+void copy(float* dst, const float* src, long n) {
+  for_each(
+      "layers::copy", n, KOKKOS_LAMBDA(long i) { dst[i] = src[i]; });
+}
+
 void matmul(float* out, const float* a, bool trans_a, const float* b, bool trans_b, long m, long n,
             long k, float alpha, float beta) {
   using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;

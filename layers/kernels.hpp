@@ -15,6 +15,8 @@ void for_each(const char* label, long n, const F& f) {
 
 // data[0, n) = 0
 void fill_zero(float* data, long n);
+// dst[0, n) = src[0, n) (device buffers)
+void copy(float* dst, const float* src, long n);
 
 // Reductions over rows into per-column sums (weight gradients) walk column blocks of this width,
 // so that each block reads contiguous memory and owns its outputs.

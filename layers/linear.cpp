@@ -18,11 +18,13 @@ void linear_forward(float* out, const float* inp, const float* w, const float* b
   matmul(out, inp, false, w, true, N, OC, C, 1.0f, bias != nullptr ? 1.0f : 0.0f);
 }
 
-void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                     const float* w, long N, int C, int OC, bool overwrite_dinp) {
-  if (dinp != nullptr) {
-    matmul(dinp, dout, false, w, false, N, C, OC, 1.0f, overwrite_dinp ? 0.0f : 1.0f);
-  }
+void linear_backward_input(float* dinp, const float* dout, const float* w, long N, int C, int OC,
+                           bool overwrite_dinp) {
+  matmul(dinp, dout, false, w, false, N, C, OC, 1.0f, overwrite_dinp ? 0.0f : 1.0f);
+}
+
+void linear_backward_weight(float* dw, float* dbias, const float* dout, const float* inp, long N,
+                            int C, int OC) {
   matmul(dw, dout, true, inp, false, OC, C, N, 1.0f, 1.0f);
   if (dbias != nullptr) {
     for_each(
@@ -39,6 +41,12 @@ void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, co
             dbias[j] += acc[j - j0];
         });
   }
+}
+
+void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                     const float* w, long N, int C, int OC, bool overwrite_dinp) {
+  if (dinp != nullptr) linear_backward_input(dinp, dout, w, N, C, OC, overwrite_dinp);
+  linear_backward_weight(dw, dbias, dout, inp, N, C, OC);
 }
 
 } // namespace gridlm::layers

@@ -12,5 +12,12 @@ void linear_forward(float* out, const float* inp, const float* w, const float* b
 // zeroing a buffer that only this layer writes.
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                      const float* w, long N, int C, int OC, bool overwrite_dinp = false);
+// The two halves of linear_backward, for a backward split as zero-bubble schedules do: the
+// input gradient (needed at once by the previous layer) and the weight gradient (which can
+// wait). dinp[N,C] (+)= dout @ w; dw[OC,C] += dout^T @ inp, dbias[OC] += column sums of dout.
+void linear_backward_input(float* dinp, const float* dout, const float* w, long N, int C, int OC,
+                           bool overwrite_dinp = false);
+void linear_backward_weight(float* dw, float* dbias, const float* dout, const float* inp, long N,
+                            int C, int OC);
 
 } // namespace gridlm::layers

@@ -1,12 +1,13 @@
 // Pipeline schedules as data: a pure function (stages p, micro-batches m, chunks v, kind) gives
 // each stage an ordered list of ops; a checker proves a schedule complete, ordered and free of
 // deadlock; a simulator computes its timeline, bubble and activation memory for given costs.
-// The executor (pipeline issue, still to come) runs these lists; nothing here talks to MPI.
+// The executor (app/pipeline) runs these lists; nothing here talks to MPI.
 //
 // Model chunks: with v chunks per stage, stage s holds virtual stages s, s + p, ..., s + (v-1)p
 // (Megatron's round-robin), so virtual stage q = c * p + s of chunk c runs on stage q % p.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,5 +73,9 @@ struct Timeline {
 // Runs the lists with the given costs (an op starts when its stage is free and its inputs
 // have arrived). The schedule must pass check_schedule.
 Timeline simulate(const Schedule& s, const OpCosts& costs);
+// The same with a cost per op on each stage (measured ones: a first stage with the embedding
+// and a last with the head cost more); `transfer` is added to every message between stages.
+using OpCostFn = std::function<double(int stage, const Op& op)>;
+Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer);
 
 } // namespace gridlm::parallel

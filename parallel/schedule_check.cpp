@@ -126,11 +126,16 @@ std::string check_schedule(const Schedule& s) {
 
 Timeline simulate(const Schedule& s, const OpCosts& c) {
   const bool split = s.kind == ScheduleKind::zb_h1;
-  auto cost = [&](OpKind k) {
-    if (k == OpKind::F) return c.forward;
-    if (k == OpKind::B) return split ? c.backward : c.backward + c.weight;
+  auto cost = [&](int, const Op& op) {
+    if (op.kind == OpKind::F) return c.forward;
+    if (op.kind == OpKind::B) return split ? c.backward : c.backward + c.weight;
     return c.weight;
   };
+  return simulate(s, cost, c.transfer);
+}
+
+Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer) {
+  const bool split = s.kind == ScheduleKind::zb_h1;
   Timeline tl;
   tl.stages.resize(s.stages);
   tl.peak_in_flight.assign(s.stages, 0);
@@ -150,10 +155,10 @@ Timeline simulate(const Schedule& s, const OpCosts& c) {
             known = false;
             break;
           }
-          ready = std::max(ready, it->second + (d.remote ? c.transfer : 0.0));
+          ready = std::max(ready, it->second + (d.remote ? transfer : 0.0));
         }
         if (!known) break;
-        const double finish = ready + cost(op.kind);
+        const double finish = ready + cost(st, op);
         end[key(op.kind, op.micro, virtual_stage(s, st, op))] = finish;
         tl.stages[st].push_back({op, ready, finish});
         free_at[st] = finish;

@@ -1,8 +1,10 @@
 // The pipeline executor reproduces the single-rank model: for every schedule kind, pp = the
 // world size (2 or 4; interleaved with 2 chunks per stage) gives the same loss and the same
 // gradient for every parameter (compared on the rank that holds it, tied embedding copies
-// included) as one rank accumulating the same micro-batches, after one step, and the same
-// losses over 20 AdamW steps. Registered at 2 and 4 ranks.
+// included, tensor shards gathered) as one rank accumulating the same micro-batches, after one
+// step, and the same losses over 20 AdamW steps. Also: transfers in NCCL's per-op groups (run
+// over MPI here), uneven and balanced stage layouts, tp = 2 x pp = world / 2, refused layouts,
+// and the step timing. Registered at 2 and 4 ranks.
 //
 // Tolerances (ref = one rank): step 1 loss |d| <= 1e-5 |ref|, gradients max|d| <= 1e-4 max|ref|
 // + 1e-7 per tensor; losses over 20 steps |d| <= 1e-4 |ref|.
@@ -12,7 +14,9 @@
 #include <cmath>
 
 #include "app/pipeline.hpp"
+#include "app/stage_layout.hpp"
 #include "layers/adamw.hpp"
+#include "parallel/schedule_transfers.hpp"
 #include "tests/test_util.hpp"
 
 using namespace gridlm;
@@ -36,15 +40,17 @@ void fill(int step, int micro, std::vector<std::int32_t>& seq, int V) {
   }
 }
 
-void check(parallel::ScheduleKind kind, int chunks, bool tied) {
-  const int n = test::world_size(), m = 8, B = 2, T = 12;
+void check(parallel::ScheduleKind kind, int chunks, bool tied, app::PipelineOptions options = {},
+           int tp = 1) {
+  const int n = test::world_size(), m = 8, B = 2, T = 12, pp = n / tp;
   layers::ModelConfig mc = model();
   mc.tied_embeddings = tied;
   parallel::GridOptions o;
-  o.layout = {1, n, 1};
+  o.layout = {1, pp, tp};
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
-  const parallel::Schedule schedule = parallel::make_schedule(kind, n, m, chunks);
-  app::Pipeline pipe(mc, B, T, grid, schedule, nullptr);
+  const auto tp_comm = tp > 1 ? grid.make_mpi_comm(parallel::Axis::tp) : nullptr;
+  const parallel::Schedule schedule = parallel::make_schedule(kind, pp, m, chunks);
+  app::Pipeline pipe(mc, B, T, grid, schedule, tp_comm.get(), options);
   GPT whole(mc, B, T);
   init_parameters(whole.params(), whole.table(), 5);
   std::vector<std::unique_ptr<AdamW>> opts;
@@ -79,20 +85,32 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied) {
     if (step == 0) {
       for (auto& g : pipe.chunks()) {
         for (const ParamInfo& p : g->table().params) {
-          const float* got = g->grad(g->table().find(p.name));
-          const float* want = whole.grad(whole.table().find(p.name));
+          const std::vector<float> got =
+              gather_parameter(p, g->grad(g->table().find(p.name)), tp_comm.get());
+          const ParamInfo& wp = whole.table().params[std::size_t(whole.table().find(p.name))];
+          const std::vector<float> want =
+              gather_parameter(wp, whole.grad(whole.table().find(p.name)), nullptr);
+          ASSERT_EQ(got.size(), want.size()) << p.name;
           float worst = 0.0f, scale = 0.0f;
-          for (std::size_t i = 0; i < p.size; ++i) {
+          for (std::size_t i = 0; i < got.size(); ++i) {
             worst = std::max(worst, std::fabs(got[i] - want[i]));
             scale = std::max(scale, std::fabs(want[i]));
           }
           EXPECT_LE(worst, 1e-4f * scale + 1e-7f) << p.name;
         }
       }
-      EXPECT_NEAR(pipe.grad_norm_squared(nullptr), whole.grad_sum_of_squares(),
+      EXPECT_NEAR(pipe.grad_norm_squared(tp_comm.get()), whole.grad_sum_of_squares(),
                   1e-4 * whole.grad_sum_of_squares());
+      const app::PipelineTiming& timing = pipe.last_timing();
+      EXPECT_GT(timing.seconds, 0.0);
+      EXPECT_GE(timing.bubble, pp > 1 ? 0.0 : -1e-9);
+      EXPECT_LT(timing.bubble, 1.0);
+      if (pp > 1) {
+        EXPECT_GT(timing.predicted_bubble, 0.0) << "a pipeline always idles a little";
+      }
+      EXPECT_LT(timing.predicted_bubble, 1.0);
     }
-    const double norm = std::sqrt(pipe.grad_norm_squared(nullptr));
+    const double norm = std::sqrt(pipe.grad_norm_squared(tp_comm.get()));
     for (std::size_t c = 0; c < opts.size(); ++c) {
       opts[c]->update(pipe.chunks()[c]->params(), pipe.chunks()[c]->grads(), step,
                       learning_rate(oc, step), norm);
@@ -111,6 +129,68 @@ TEST(Pipeline, OneFOneBUntiedMatchesOneRank) {
 }
 TEST(Pipeline, InterleavedMatchesOneRank) { check(parallel::ScheduleKind::interleaved, 2, true); }
 TEST(Pipeline, ZeroBubbleH1MatchesOneRank) { check(parallel::ScheduleKind::zb_h1, 1, true); }
+
+TEST(Pipeline, GroupedTransfersMatchOneRank) {
+  app::PipelineOptions o;
+  o.grouped_transfers = true;
+  check(parallel::ScheduleKind::one_f_one_b, 1, true, o);
+  check(parallel::ScheduleKind::zb_h1, 1, false, o);
+}
+
+TEST(Pipeline, UnevenAndBalancedLayoutsMatchOneRank) {
+  const int n = test::world_size();
+  app::PipelineOptions o;
+  o.stage_blocks.assign(std::size_t(n), 1); // model() has 8 blocks: the last stage takes the rest
+  o.stage_blocks.back() = 8 - (n - 1);
+  check(parallel::ScheduleKind::one_f_one_b, 1, true, o);
+  o.stage_blocks = app::plan_stage_blocks(model(), 2 * n, "balanced");
+  check(parallel::ScheduleKind::interleaved, 2, true, o);
+}
+
+TEST(Pipeline, TensorTimesPipelineMatchesOneRank) {
+  check(parallel::ScheduleKind::one_f_one_b, 1, true, {}, 2);
+  check(parallel::ScheduleKind::zb_h1, 1, true, {}, 2);
+}
+
+TEST(Pipeline, GroupedTransfersRefusedWhereTheyCouldDeadlock) {
+  const int n = test::world_size();
+  parallel::GridOptions o;
+  o.layout = {1, n, 1};
+  const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
+  // The first interleaved schedule whose grouped plan the checker finds could deadlock.
+  parallel::Schedule schedule;
+  for (int m = n; m <= 32 && schedule.ops.empty(); m += n) {
+    for (int v = 2; v <= 4 && schedule.ops.empty(); ++v) {
+      auto s = parallel::make_schedule(parallel::ScheduleKind::interleaved, n, m, v);
+      if (!parallel::check_grouped_transfers(s).empty()) schedule = s;
+    }
+  }
+  ASSERT_FALSE(schedule.ops.empty());
+  app::PipelineOptions options;
+  options.grouped_transfers = true;
+  layers::ModelConfig mc = model();
+  mc.n_layer = n * schedule.chunks;
+  const std::string msg =
+      test::collective_error([&] { app::Pipeline(mc, 2, 12, grid, schedule, nullptr, options); });
+  EXPECT_NE(msg.find("cannot run its stage transfers in NCCL groups"), std::string::npos) << msg;
+}
+
+TEST(Pipeline, LayoutsThatDropOrRepeatBlocksAreRefused) {
+  const int n = test::world_size();
+  parallel::GridOptions o;
+  o.layout = {1, n, 1};
+  const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
+  const auto schedule = parallel::make_schedule(parallel::ScheduleKind::one_f_one_b, n, 4);
+  app::PipelineOptions options;
+  options.stage_blocks.assign(std::size_t(n), 1); // n < 8 blocks: some dropped
+  std::string msg = test::collective_error(
+      [&] { app::Pipeline(model(), 2, 12, grid, schedule, nullptr, options); });
+  EXPECT_NE(msg.find("every block must be assigned exactly once"), std::string::npos) << msg;
+  options.stage_blocks.assign(std::size_t(n), 8); // too many: repeated
+  msg = test::collective_error(
+      [&] { app::Pipeline(model(), 2, 12, grid, schedule, nullptr, options); });
+  EXPECT_NE(msg.find("assigns " + std::to_string(8 * n) + " blocks"), std::string::npos) << msg;
+}
 
 TEST(Pipeline, BlocksThatDoNotDivideAreRefused) {
   const int n = test::world_size();

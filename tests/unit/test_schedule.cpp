@@ -7,6 +7,7 @@
 
 #include "parallel/diagnostics.hpp"
 #include "parallel/schedule.hpp"
+#include "parallel/schedule_transfers.hpp"
 
 using namespace gridlm::parallel;
 
@@ -17,12 +18,16 @@ TEST(Schedule, EveryKindPassesTheCheckerExhaustively) {
       for (ScheduleKind k : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1}) {
         const Schedule s = make_schedule(k, p, m);
         ASSERT_EQ(check_schedule(s), "") << schedule_name(k) << " p=" << p << " m=" << m;
+        ASSERT_EQ(check_grouped_transfers(s), "") << schedule_name(k) << " p=" << p << " m=" << m;
         ++checked;
       }
       for (int v = 1; v <= 4; ++v) {
         if (v > 1 && m % p != 0) continue;
         const Schedule s = make_schedule(ScheduleKind::interleaved, p, m, v);
         ASSERT_EQ(check_schedule(s), "") << "interleaved p=" << p << " m=" << m << " v=" << v;
+        if (v == 1) {
+          ASSERT_EQ(check_grouped_transfers(s), "") << "interleaved p=" << p << " m=" << m;
+        }
         ++checked;
       }
     }
@@ -109,4 +114,29 @@ TEST(Simulator, TransfersAndGPipeMemory) {
   EXPECT_EQ(g.peak_in_flight[0], 8) << "fill-drain holds every micro-batch";
   const Timeline free = simulate(make_schedule(ScheduleKind::gpipe, 4, 8), {1, 2, 0, 0});
   EXPECT_NEAR(g.makespan - free.makespan, 2 * 3 * 0.5, 1e-12) << "3 hops forward and back";
+}
+
+TEST(GroupedTransfers, PairsEachSendWithItsReceive) {
+  const Schedule s = make_schedule(ScheduleKind::one_f_one_b, 2, 4);
+  // Stage 0's F0 sends to stage 1 the activation that stage 1's F0 receives, same tag.
+  const OpTransfers f0 = op_transfers(s, 0, {OpKind::F, 0, 0});
+  const OpTransfers g0 = op_transfers(s, 1, {OpKind::F, 0, 0});
+  EXPECT_EQ(f0.recv_from, -1);
+  EXPECT_EQ(f0.send_to, 1);
+  EXPECT_EQ(g0.recv_from, 0);
+  EXPECT_EQ(g0.recv_tag, f0.send_tag);
+  const OpTransfers b1 = op_transfers(s, 1, {OpKind::B, 3, 0});
+  EXPECT_EQ(b1.recv_from, -1) << "the last stage starts the backward";
+  EXPECT_EQ(op_transfers(s, 0, {OpKind::B, 3, 0}).recv_tag, b1.send_tag);
+  EXPECT_NE(b1.send_tag, op_transfers(s, 1, {OpKind::B, 2, 0}).send_tag);
+  EXPECT_EQ(op_transfers(s, 1, {OpKind::W, 3, 0}).send_to, -1) << "W sends nothing";
+}
+
+TEST(GroupedTransfers, CheckerFindsARendezvousDeadlock) {
+  // Interleaving is deadlock-free with buffered sends (MPI), but its grouped plan is not:
+  // stage 0 sends an activation in a group whose peer group on stage 1 never holds the
+  // matching receive. The executor keeps such schedules on MPI.
+  const Schedule s = make_schedule(ScheduleKind::interleaved, 2, 4, 2);
+  EXPECT_EQ(check_schedule(s), "");
+  EXPECT_NE(check_grouped_transfers(s).find("deadlock"), std::string::npos);
 }

@@ -1,0 +1,151 @@
+// Stage layouts: parsing, checking, and the balanced partition (a small dynamic programme over
+// contiguous splits, exact for the cost estimate).
+#include "app/stage_layout.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::app {
+namespace {
+
+// Multiply-adds per token of the forward: a block's four GEMMs (12 C^2) and its causal
+// attention (about T C); the head's logits (C V) and its softmax (a few V); the embedding's
+// lookups (a few C). The backward scales every term alike, so forward costs balance both.
+double block_cost(const layers::ModelConfig& m) {
+  const double C = m.d_model;
+  return 12.0 * C * C + double(m.seq_len) * C;
+}
+double head_cost(const layers::ModelConfig& m) {
+  return double(m.d_model) * m.vocab_size + 5.0 * m.vocab_size + 10.0 * m.d_model;
+}
+double embedding_cost(const layers::ModelConfig& m) { return 4.0 * m.d_model; }
+
+// Middle virtual stages need a block; the first and last may hold only the embedding or head.
+void check_counts(const layers::ModelConfig& m, const std::vector<int>& blocks,
+                  const std::string& layout) {
+  const int Q = int(blocks.size());
+  for (int q = 0; q < Q; ++q) {
+    if (blocks[q] < 0 || (blocks[q] == 0 && q > 0 && q < Q - 1)) {
+      throw Error(fmt::format("parallel.stage_layout = '{}' gives virtual stage {} {} blocks; "
+                              "every stage but the first and the last needs at least one",
+                              layout, q, blocks[q]));
+    }
+  }
+  const int sum = std::accumulate(blocks.begin(), blocks.end(), 0);
+  if (sum != m.n_layer) {
+    throw Error(fmt::format("parallel.stage_layout = '{}' assigns {} blocks but the model has "
+                            "model.n_layer = {}: every block must be assigned exactly once",
+                            layout, sum, m.n_layer));
+  }
+}
+
+std::vector<int> balanced(const layers::ModelConfig& m, int Q) {
+  const int L = m.n_layer;
+  if (L < Q - 2) {
+    throw Error(fmt::format("parallel.stage_layout = 'balanced': {} blocks cannot fill {} "
+                            "virtual stages; use fewer stages or chunks",
+                            L, Q));
+  }
+  auto cost = [&](int q, int n) {
+    double c = n * block_cost(m);
+    if (q == 0) c += embedding_cost(m);
+    if (q == Q - 1) c += head_cost(m);
+    return c;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[q][i]: the least possible costliest stage when stages 0..q hold blocks [0, i).
+  std::vector<std::vector<double>> best(Q, std::vector<double>(L + 1, inf));
+  std::vector<std::vector<int>> take(Q, std::vector<int>(L + 1, 0));
+  for (int i = 0; i <= L; ++i)
+    best[0][i] = cost(0, i);
+  for (int q = 1; q < Q; ++q) {
+    const int least = q == Q - 1 ? 0 : 1;
+    for (int i = 0; i <= L; ++i) {
+      for (int n = least; n <= i; ++n) {
+        const double c = std::max(best[q - 1][i - n], cost(q, n));
+        if (c < best[q][i]) {
+          best[q][i] = c;
+          take[q][i] = n;
+        }
+      }
+    }
+  }
+  std::vector<int> blocks(Q);
+  int i = L;
+  for (int q = Q - 1; q > 0; --q) {
+    blocks[q] = take[q][i];
+    i -= blocks[q];
+  }
+  blocks[0] = i;
+  return blocks;
+}
+
+} // namespace
+
+std::vector<int> plan_stage_blocks(const layers::ModelConfig& m, int Q, const std::string& layout) {
+  if (Q < 1) throw Error("a pipeline needs at least one virtual stage");
+  std::vector<int> blocks;
+  if (layout == "uniform") {
+    if (m.n_layer % Q != 0) {
+      throw Error(fmt::format("model.n_layer = {} does not divide into parallel.pp x "
+                              "parallel.chunks = {} equal stages; choose a pp and chunks whose "
+                              "product divides {}, or set parallel.stage_layout = 'balanced' or "
+                              "explicit counts such as '{}'",
+                              m.n_layer, Q, m.n_layer, stage_blocks_text(balanced(m, Q))));
+    }
+    blocks.assign(std::size_t(Q), m.n_layer / Q);
+  } else if (layout == "balanced") {
+    blocks = balanced(m, Q);
+  } else {
+    std::stringstream in(layout);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      std::size_t used = 0;
+      int n = -1;
+      try {
+        n = std::stoi(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos) {
+        throw Error(fmt::format("parallel.stage_layout = '{}': '{}' is not a block count; use "
+                                "'uniform', 'balanced' or counts such as '3,4,4,3'",
+                                layout, item));
+      }
+      blocks.push_back(n);
+    }
+    if (int(blocks.size()) != Q) {
+      throw Error(fmt::format("parallel.stage_layout = '{}' names {} stages, but parallel.pp x "
+                              "parallel.chunks = {} virtual stages; give one block count per "
+                              "virtual stage (q = chunk x pp + stage)",
+                              layout, blocks.size(), Q));
+    }
+  }
+  check_counts(m, blocks, layout);
+  return blocks;
+}
+
+std::vector<double> stage_costs(const layers::ModelConfig& m, const std::vector<int>& blocks) {
+  std::vector<double> c;
+  const int Q = int(blocks.size());
+  for (int q = 0; q < Q; ++q) {
+    c.push_back(blocks[q] * block_cost(m) + (q == 0 ? embedding_cost(m) : 0.0) +
+                (q == Q - 1 ? head_cost(m) : 0.0));
+  }
+  return c;
+}
+
+std::string stage_blocks_text(const std::vector<int>& blocks) {
+  std::string s;
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    s += (i ? "," : "") + std::to_string(blocks[i]);
+  return s;
+}
+
+} // namespace gridlm::app

@@ -1,0 +1,113 @@
+// Transfers of a schedule, their grouping for NCCL and the rendezvous deadlock check.
+#include "parallel/schedule_transfers.hpp"
+
+#include <fmt/format.h>
+
+namespace gridlm::parallel {
+namespace {
+
+// what: 0 an activation into F, 1 a gradient into B; q: the receiving virtual stage.
+int tag(int what, int micro, int q, int Q) { return (what * Q + q) * 4096 + micro; }
+
+} // namespace
+
+OpTransfers op_transfers(const Schedule& s, int stage, const Op& op) {
+  const int p = s.stages, Q = p * s.chunks, q = op.chunk * p + stage;
+  OpTransfers t;
+  if (op.kind == OpKind::F) {
+    if (q > 0) {
+      t.recv_from = (q - 1) % p;
+      t.recv_tag = tag(0, op.micro, q, Q);
+    }
+    if (q < Q - 1) {
+      t.send_to = (q + 1) % p;
+      t.send_tag = tag(0, op.micro, q + 1, Q);
+    }
+  } else if (op.kind == OpKind::B) {
+    if (q < Q - 1) {
+      t.recv_from = (q + 1) % p;
+      t.recv_tag = tag(1, op.micro, q, Q);
+    }
+    if (q > 0) {
+      t.send_to = (q - 1) % p;
+      t.send_tag = tag(1, op.micro, q - 1, Q);
+    }
+  }
+  return t;
+}
+
+int max_transfer_tag(const Schedule& s) {
+  const int Q = s.stages * s.chunks;
+  return tag(1, 4095, Q - 1, Q);
+}
+
+std::vector<std::vector<std::vector<GroupedTransfer>>> grouped_transfers(const Schedule& s) {
+  std::vector<std::vector<std::vector<GroupedTransfer>>> plan(s.stages);
+  for (int st = 0; st < s.stages; ++st) {
+    const std::vector<Op>& ops = s.ops[st];
+    plan[st].resize(ops.size() + 1);
+    for (std::size_t i = 0; i <= ops.size(); ++i) {
+      if (i > 0) {
+        const OpTransfers prev = op_transfers(s, st, ops[i - 1]);
+        if (prev.send_to >= 0 && prev.send_to != st)
+          plan[st][i].push_back({true, prev.send_to, prev.send_tag});
+      }
+      if (i < ops.size()) {
+        const OpTransfers cur = op_transfers(s, st, ops[i]);
+        if (cur.recv_from >= 0 && cur.recv_from != st)
+          plan[st][i].push_back({false, cur.recv_from, cur.recv_tag});
+      }
+    }
+  }
+  return plan;
+}
+
+std::string check_grouped_transfers(const Schedule& s) {
+  const auto plan = grouped_transfers(s);
+  const int p = s.stages;
+  std::vector<std::size_t> cur(p, 0);
+  // done[st][group][k]: transfer k of that group has met its peer.
+  std::vector<std::vector<std::vector<bool>>> done(p);
+  for (int st = 0; st < p; ++st) {
+    for (const auto& g : plan[st])
+      done[st].emplace_back(g.size(), false);
+  }
+  auto finished = [&](int st) { return cur[st] == plan[st].size(); };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int st = 0; st < p; ++st) {
+      if (finished(st)) continue;
+      const auto& group = plan[st][cur[st]];
+      for (std::size_t k = 0; k < group.size(); ++k) {
+        if (done[st][cur[st]][k]) continue;
+        const GroupedTransfer& t = group[k];
+        if (finished(t.peer)) continue;
+        const auto& other = plan[t.peer][cur[t.peer]];
+        for (std::size_t j = 0; j < other.size(); ++j) {
+          if (other[j].peer == st && other[j].tag == t.tag && other[j].send != t.send) {
+            done[st][cur[st]][k] = true;
+            done[t.peer][cur[t.peer]][j] = true;
+          }
+        }
+      }
+      bool all = true;
+      for (bool d : done[st][cur[st]])
+        all = all && d;
+      if (all) {
+        ++cur[st];
+        progress = true;
+      }
+    }
+  }
+  for (int st = 0; st < p; ++st) {
+    if (finished(st)) continue;
+    const std::size_t g = cur[st];
+    const std::string before =
+        g < s.ops[st].size() ? "before " + op_text(s.ops[st][g], s.chunks) : "after the last op";
+    return fmt::format("grouped transfers deadlock: stage {} waits forever in its group {}", st,
+                       before);
+  }
+  return "";
+}
+
+} // namespace gridlm::parallel

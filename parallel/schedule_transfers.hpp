@@ -1,0 +1,46 @@
+// The messages of a pipeline schedule, as the executor posts them: what each op receives before
+// it runs (an activation into F, a gradient into B) and sends after it, with the tags that pair
+// them. Also the grouped plan NCCL needs, and its deadlock check.
+//
+// NCCL queues transfers on one in-order stream, and a send completes only when the peer has
+// its matching receive running, so posting all receives of a step up front (what the MPI path
+// does) would serialise into a deadlock. The grouped plan posts, before each op, one group of
+// the previous op's sends and this op's receive (Megatron's send-forward-receive-backward
+// pairing, generalised); check_grouped_transfers proves for a schedule that, when every group
+// blocks until all of its transfers have met their peers' (a rendezvous), no stage waits
+// forever.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "parallel/schedule.hpp"
+
+namespace gridlm::parallel {
+
+struct OpTransfers {
+  int recv_from = -1, recv_tag = -1; // stage and tag of the input it needs (-1: none)
+  int send_to = -1, send_tag = -1;   // stage and tag of the output it sends (-1: none)
+};
+
+// A transfer between two ops on the same stage (interleaved chunks) is reported too, with the
+// stage itself as the peer; the executor hands it over in memory.
+OpTransfers op_transfers(const Schedule& s, int stage, const Op& op);
+
+// The largest tag op_transfers uses, for checking against the communicator's MPI_TAG_UB.
+int max_transfer_tag(const Schedule& s);
+
+struct GroupedTransfer {
+  bool send = false;
+  int peer = 0, tag = 0;
+};
+// Per stage, the groups in posting order: group i (i < ops) is posted before op i and holds the
+// sends of op i - 1 and the receive of op i; the last group holds the last op's sends. Only
+// transfers between different stages appear; empty groups are kept (they post nothing).
+std::vector<std::vector<std::vector<GroupedTransfer>>> grouped_transfers(const Schedule& s);
+
+// "" when the grouped plan cannot deadlock under rendezvous semantics, else the first stage
+// that waits forever and on what.
+std::string check_grouped_transfers(const Schedule& s);
+
+} // namespace gridlm::parallel
