@@ -2,6 +2,7 @@
 #include "app/pipeline.hpp"
 
 #include <cmath>
+#include <deque>
 #include <map>
 
 #include <fmt/format.h>
@@ -97,10 +98,12 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
     int to, tag;
   };
   std::vector<Outgoing> deferred; // grouped: sends that go out with the next op's group
-  std::vector<Buffer> outbox;     // alive until every send is done
-  std::vector<parallel::Request> sends;
+  // Sends in flight with their buffers, oldest first; a buffer is released once its send is
+  // done, so the step holds only the outputs still travelling, not one per op.
+  std::deque<std::pair<parallel::Request, Buffer>> sends;
   auto post_send = [&](const Outgoing& o) {
-    sends.push_back(pp_->isend(Span<const float>(o.data.data(), std::size_t(NC)), o.to, o.tag));
+    sends.emplace_back(pp_->isend(Span<const float>(o.data.data(), std::size_t(NC)), o.to, o.tag),
+                       o.data);
   };
 
   std::vector<std::map<int, int>> slot_of(v_); // per chunk: micro-batch -> activation slot
@@ -177,7 +180,6 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
       if (t.send_to == stage_) {
         inbox[t.send_tag] = o.data;
       } else {
-        outbox.push_back(o.data);
         if (options_.grouped_transfers) {
           deferred.push_back(o);
         } else {
@@ -185,6 +187,8 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
         }
       }
     }
+    while (!sends.empty() && sends.front().first.test())
+      sends.pop_front();
     Kokkos::fence();
     last_end = now();
     busy += last_end - op_start;
@@ -200,8 +204,8 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
     for (const Outgoing& o : deferred)
       post_send(o);
   }
-  for (parallel::Request& r : sends)
-    r.wait();
+  for (auto& send : sends)
+    send.first.wait();
 
   sum_tied_embedding_grads();
   return finish_step(last_end - step_start, busy, loss_sum, op_seconds, op_count) /

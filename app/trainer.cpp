@@ -26,6 +26,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/comm.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/mpi_check.hpp"
 #include "parallel/schedule_transfers.hpp"
 
 namespace gridlm::app {
@@ -212,6 +213,13 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     local_params += chunk->table().total;
   }
   auto dp_comm = make_axis_comm(grid, parallel::Axis::dp, backend);
+  // Stages differ (embedding, head, activation slots): rank 0 reports the largest too.
+  struct {
+    double bytes;
+    int rank;
+  } mine{double(mem.weights + mem.gradients + mem.optimizer + mem.activations), grid.rank()},
+      largest{};
+  GRIDLM_MPI_CHECK(MPI_Reduce(&mine, &largest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, 0, grid.comm()));
   const layers::GPT& first = *pipe.chunks().front();
 
   if (root) {
@@ -233,11 +241,18 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
                   100.0 * tl.bubble);
     }
     std::printf("memory per rank (rank 0): %.2f M parameters; weights %s, gradients %s, "
-                "optimizer state %s, activations %s (micro-batch %d x %d); total %s\n",
+                "optimizer state %s, activations %s (micro-batch %d x %d, %d in flight x %d "
+                "chunk(s)); total %s\n",
                 double(local_params) / 1e6, bytes(mem.weights).c_str(),
                 bytes(mem.gradients).c_str(), bytes(mem.optimizer).c_str(),
-                bytes(mem.activations).c_str(), B, T,
+                bytes(mem.activations).c_str(), B, T, pipe.chunks().front()->slots(),
+                int(pipe.chunks().size()),
                 bytes(mem.weights + mem.gradients + mem.optimizer + mem.activations).c_str());
+    if (grid.size() > 1) {
+      const parallel::Coords at = grid.coords_of(largest.rank);
+      std::printf("memory, largest rank: %s on rank %d (dp %d, pp %d, tp %d)\n",
+                  bytes(std::size_t(largest.bytes)).c_str(), largest.rank, at.dp, at.pp, at.tp);
+    }
     std::fflush(stdout);
   }
 

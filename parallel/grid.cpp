@@ -158,4 +158,10 @@ std::vector<RankInfo> Grid::gather_table() const {
   return table;
 }
 
+Coords Grid::coords_of(int rank) const {
+  std::array<int, 3> c{};
+  GRIDLM_MPI_CHECK(MPI_Cart_coords(*cart_, rank, 3, c.data()));
+  return Coords{c[0], c[1], c[2]};
+}
+
 } // namespace gridlm::parallel

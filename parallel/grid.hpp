@@ -47,6 +47,8 @@ public:
 
   const Layout& layout() const { return layout_; }
   const Coords& coords() const { return coords_; }
+  // Grid coordinates of any rank of the grid.
+  Coords coords_of(int rank) const;
   int rank() const { return rank_; }
   int size() const { return layout_.size(); }
   MPI_Comm comm() const { return *cart_; }

@@ -1,5 +1,4 @@
-// Schedule generation: fill-drain, 1F1B, Megatron's interleaved 1F1B, and zero-bubble ZB-H1
-// (built by a greedy list scheduler under 1F1B's activation-memory bound).
+// Schedule generation: fill-drain, 1F1B, Megatron's interleaved 1F1B, and zero-bubble ZB-H1.
 #include "parallel/schedule.hpp"
 
 #include <algorithm>
@@ -65,46 +64,24 @@ std::vector<Op> one_f_one_b(int total, int warmup, const std::function<Op(int)>&
   return ops;
 }
 
-// ZB-H1: unit costs for F, B and W, no transfer time; each stage, whenever free, runs a ready
-// B, else a ready F if fewer than p - s micro-batches hold activations (1F1B's bound), else a
-// pending W. W's thus fill the bubbles of the drain phase. The order it picks is the schedule.
-std::vector<std::vector<Op>> zero_bubble_h1(int p, int m) {
-  constexpr int never = 1 << 30;
-  // done[kind][s][micro]: the time the op ends on stage s.
-  std::vector<std::vector<std::vector<int>>> done(
-      3, std::vector<std::vector<int>>(p, std::vector<int>(m, never)));
-  std::vector<std::vector<Op>> ops(p);
-  std::vector<int> next_f(p, 0), next_b(p, 0), next_w(p, 0), busy_until(p, 0);
-  int scheduled = 0;
-  const int total = 3 * p * m;
-  for (int t = 0; scheduled < total; ++t) {
-    if (t > 4 * total + 4) {
-      throw Error(fmt::format("zb-h1 construction stalled at p = {}, m = {}", p, m));
-    }
-    for (int s = 0; s < p; ++s) {
-      if (busy_until[s] > t) continue;
-      const int in_flight = next_f[s] - next_w[s];
-      const int b = next_b[s];
-      const bool b_ready = b < m && done[0][s][b] <= t && (s == p - 1 || done[1][s + 1][b] <= t);
-      const int f = next_f[s];
-      const bool f_ready = f < m && in_flight < p - s && (s == 0 || done[0][s - 1][f] <= t);
-      const bool w_ready = next_w[s] < next_b[s];
-      Op op;
-      if (b_ready) {
-        op = {OpKind::B, next_b[s]++, 0};
-      } else if (f_ready) {
-        op = {OpKind::F, next_f[s]++, 0};
-      } else if (w_ready) {
-        op = {OpKind::W, next_w[s]++, 0};
-      } else {
-        continue;
-      }
-      done[static_cast<int>(op.kind)][s][op.micro] = t + 1;
-      busy_until[s] = t + 1;
-      ops[s].push_back(op);
-      ++scheduled;
-    }
+// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism"): 1F1B's order of F and B, with stage
+// s running each W s micro-batches after its B and the deferred W's at the end, where they
+// fill the drain phase's bubbles. Stage s then holds at most (p - s - 1) + 1 + s = p
+// micro-batches (from F until W): 1F1B's peak, that of its first stage. With unit costs its
+// makespan is the paper's 3m + p - 1 for m >= p: bubble (p - 1)(F + B - W) (tested).
+std::vector<Op> zero_bubble_h1(int p, int s, int m) {
+  const int warmup = std::min(p - s - 1, m);
+  std::vector<Op> ops;
+  for (int k = 0; k < warmup; ++k)
+    ops.push_back({OpKind::F, k, 0});
+  int next_w = 0;
+  for (int k = 0; k < m; ++k) {
+    if (k + warmup < m) ops.push_back({OpKind::F, k + warmup, 0});
+    ops.push_back({OpKind::B, k, 0});
+    if (k - s >= 0) ops.push_back({OpKind::W, next_w++, 0});
   }
+  while (next_w < m)
+    ops.push_back({OpKind::W, next_w++, 0});
   return ops;
 }
 
@@ -127,12 +104,10 @@ Schedule make_schedule(ScheduleKind kind, int p, int m, int v) {
                             m, p, m / p * p > 0 ? m / p * p : p, (m / p + 1) * p));
   }
   Schedule s{kind, p, m, v, std::vector<std::vector<Op>>(p)};
-  if (kind == ScheduleKind::zb_h1) {
-    s.ops = zero_bubble_h1(p, m);
-    return s;
-  }
   for (int stage = 0; stage < p; ++stage) {
-    if (kind == ScheduleKind::gpipe) {
+    if (kind == ScheduleKind::zb_h1) {
+      s.ops[stage] = zero_bubble_h1(p, stage, m);
+    } else if (kind == ScheduleKind::gpipe) {
       s.ops[stage] = fill_drain(m);
     } else if (kind == ScheduleKind::one_f_one_b || v == 1) {
       auto f = [](int k) { return Op{OpKind::F, k, 0}; };
