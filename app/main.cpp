@@ -10,6 +10,7 @@
 
 #include "app/cmd_grid.hpp"
 #include "app/cmd_plan.hpp"
+#include "app/cmd_sample.hpp"
 #include "app/cmd_train.hpp"
 #include "gridlm/version.hpp"
 #include "layers/blas_info.hpp"
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   gridlm::app::add_train_command(app);
   gridlm::app::add_config_command(app);
   gridlm::app::add_plan_command(app);
+  gridlm::app::add_sample_command(app);
 
   try {
     app.parse(argc, argv);

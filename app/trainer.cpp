@@ -5,6 +5,7 @@
 #include "app/pipeline.hpp"
 #include "app/stage_layout.hpp"
 #include "app/trace.hpp"
+#include "app/weights_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -45,15 +46,6 @@ void make_directory(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
-}
-
-// The model's shape as attributes, so a file says what it holds without gridlm.
-void write_model_attributes(io::H5File& f, const layers::ModelConfig& m) {
-  const std::pair<const char*, double> attrs[] = {
-      {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
-      {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
-  for (const auto& [name, value] : attrs)
-    f.attribute(name, value);
 }
 
 // Everything the PyTorch reference test needs to replay a single-rank run.
@@ -102,54 +94,6 @@ struct ReferenceRecord {
     f.commit();
   }
 };
-
-// Collective over the grid: each tensor is gathered over its tensor group, sent from the
-// pipeline stage that holds it to rank 0, and written there at its global shape.
-void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, parallel::Comm* tp,
-                   const parallel::Grid& grid) {
-  // Every tensor of this rank's chunks at its global shape, by name.
-  std::map<std::string, std::vector<float>> mine;
-  for (auto& chunk : pipe.chunks()) {
-    auto host = Kokkos::create_mirror_view(chunk->params());
-    Kokkos::deep_copy(host, chunk->params());
-    for (const layers::ParamInfo& p : chunk->table().params) {
-      auto global = layers::gather_parameter(p, host.data() + p.offset, tp);
-      mine.emplace(p.name, std::move(global));
-    }
-  }
-  // Only the (dp 0, tp 0) rank of each stage takes part in the transfer to rank 0.
-  if (grid.coords().dp != 0 || grid.coords().tp != 0) return;
-  auto pp = grid.make_mpi_comm(parallel::Axis::pp);
-  const layers::ParamTable all = layers::make_param_table(c.model);
-  std::vector<std::vector<float>> received(all.params.size());
-  std::vector<parallel::Request> requests;
-  for (std::size_t i = 0; i < all.params.size(); ++i) {
-    const layers::ParamInfo& info = all.params[i];
-    const int from = pipe.stage_of(info);
-    if (from == 0) continue;
-    if (pp->rank() == from) {
-      requests.push_back(pp->isend(Span<const float>(mine.at(info.name)), 0, int(i)));
-    } else if (pp->rank() == 0) {
-      std::size_t n = 1;
-      for (auto d : info.shape)
-        n *= std::size_t(d);
-      received[i].resize(n);
-      requests.push_back(pp->irecv(Span<float>(received[i]), from, int(i)));
-    }
-  }
-  for (auto& r : requests)
-    r.wait();
-  if (grid.rank() != 0) return;
-  io::H5File f = io::H5File::create(path);
-  for (std::size_t i = 0; i < all.params.size(); ++i) {
-    const layers::ParamInfo& info = all.params[i];
-    const std::vector<float>& data = pipe.stage_of(info) == 0 ? mine.at(info.name) : received[i];
-    f.write(info.name, info.shape, data.data());
-  }
-  f.attribute("format", "gridlm weights v1: one dataset per parameter, PyTorch names and shapes");
-  write_model_attributes(f, c.model);
-  f.commit();
-}
 
 } // namespace
 

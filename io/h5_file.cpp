@@ -77,6 +77,23 @@ void H5File::attribute(const std::string& name, const std::string& value) {
   GRIDLM_H5_CHECK(H5Awrite(attr.get(), type.get(), value.empty() ? "" : value.data()));
 }
 
+double H5File::number_attribute(const std::string& name) {
+  if (H5Aexists(file_.get(), name.c_str()) <= 0) {
+    throw Error(fmt::format("'{}' has no attribute '{}'", path_, name));
+  }
+  H5Handle attr(GRIDLM_H5_CHECK(H5Aopen(file_.get(), name.c_str(), H5P_DEFAULT)));
+  H5Handle type(GRIDLM_H5_CHECK(H5Aget_type(attr.get())));
+  H5Handle space(GRIDLM_H5_CHECK(H5Aget_space(attr.get())));
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) ||
+      GRIDLM_H5_CHECK(H5Sget_simple_extent_npoints(space.get())) != 1) {
+    throw Error(fmt::format("'{}': attribute '{}' is not a single number", path_, name));
+  }
+  double value = 0.0;
+  GRIDLM_H5_CHECK(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value));
+  return value;
+}
+
 std::vector<std::int64_t> H5File::shape(const std::string& name) {
   if (H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) <= 0) {
     throw Error(fmt::format("'{}' has no dataset '{}'", path_, name));

@@ -29,6 +29,10 @@ public:
              const std::int32_t* data);
   void attribute(const std::string& name, double value);
   void attribute(const std::string& name, const std::string& value);
+  // A numeric scalar attribute of the root. Throws gridlm::Error naming the file when it is
+  // missing or not a number.
+  double number_attribute(const std::string& name);
+  const std::string& path() const { return path_; }
   // Shape of a dataset, and its float contents (checked against `expected` elements).
   std::vector<std::int64_t> shape(const std::string& name);
   void read(const std::string& name, float* out, std::size_t expected);

@@ -24,6 +24,10 @@ public:
   // gets.
   double entropy_rate() const;
   double unigram_entropy() const { return unigram_entropy_; }
+  // The four tokens that may follow `token`, most likely first.
+  const std::array<std::int32_t, 4>& successors(int token) const {
+    return next_.at(std::size_t(token));
+  }
 
 private:
   int vocab_;

@@ -1,0 +1,32 @@
+// Text generation from a trained model: repeated forwards over a sliding window of the last
+// model.seq_len tokens, each new token drawn from the last position's logits with a
+// temperature and top-k (temperature 0: the most likely token).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "layers/gpt.hpp"
+
+namespace gridlm::app {
+
+struct SampleOptions {
+  int tokens = 100;         // new tokens to generate
+  double temperature = 0.8; // softmax temperature; 0 picks the most likely token
+  int top_k = 40;           // draw among the k most likely tokens (0: all)
+  std::uint64_t seed = 1;   // seed of the draws
+};
+
+// `gpt` must hold the whole model (embedding and head), planned for B = 1 and T = seq_len, and
+// not be tensor-split. The prompt must not be empty. Returns the new tokens; `emit` sees each
+// as it is drawn.
+std::vector<std::int32_t> generate(layers::GPT& gpt, const std::vector<std::int32_t>& prompt,
+                                   const SampleOptions& options,
+                                   const std::function<void(std::int32_t)>& emit = {});
+
+// The draw itself, for tests: a token from `logits` [V] under the options, with u uniform in
+// [0, 1).
+std::int32_t pick_token(const std::vector<float>& logits, const SampleOptions& options, double u);
+
+} // namespace gridlm::app

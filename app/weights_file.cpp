@@ -1,0 +1,112 @@
+// Weights files: writing gathered tensors from any layout, reading shards into any layout.
+#include "app/weights_file.hpp"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::app {
+
+void write_model_attributes(io::H5File& f, const layers::ModelConfig& m) {
+  const std::pair<const char*, double> attrs[] = {
+      {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
+      {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
+  for (const auto& [name, value] : attrs)
+    f.attribute(name, value);
+}
+
+layers::ModelConfig read_model_attributes(io::H5File& f) {
+  layers::ModelConfig m;
+  auto whole = [&](const char* name, int least) {
+    const double v = f.number_attribute(name);
+    if (v != std::floor(v) || v < least || v > 1e9) {
+      throw Error(fmt::format("'{}': attribute {} = {} is not a whole number >= {}", f.path(), name,
+                              v, least));
+    }
+    return int(v);
+  };
+  m.vocab_size = whole("vocab_size", 1);
+  m.seq_len = whole("seq_len", 1);
+  m.n_layer = whole("n_layer", 1);
+  m.n_head = whole("n_head", 1);
+  m.d_model = whole("d_model", 1);
+  m.tied_embeddings = whole("tied_embeddings", 0) != 0;
+  return m;
+}
+
+void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, parallel::Comm* tp,
+                   const parallel::Grid& grid) {
+  // Every tensor of this rank's chunks at its global shape, by name.
+  std::map<std::string, std::vector<float>> mine;
+  for (auto& chunk : pipe.chunks()) {
+    auto host = Kokkos::create_mirror_view(chunk->params());
+    Kokkos::deep_copy(host, chunk->params());
+    for (const layers::ParamInfo& p : chunk->table().params) {
+      auto global = layers::gather_parameter(p, host.data() + p.offset, tp);
+      mine.emplace(p.name, std::move(global));
+    }
+  }
+  // Only the (dp 0, tp 0) rank of each stage takes part in the transfer to rank 0.
+  if (grid.coords().dp != 0 || grid.coords().tp != 0) return;
+  auto pp = grid.make_mpi_comm(parallel::Axis::pp);
+  const layers::ParamTable all = layers::make_param_table(c.model);
+  std::vector<std::vector<float>> received(all.params.size());
+  std::vector<parallel::Request> requests;
+  for (std::size_t i = 0; i < all.params.size(); ++i) {
+    const layers::ParamInfo& info = all.params[i];
+    const int from = pipe.stage_of(info);
+    if (from == 0) continue;
+    if (pp->rank() == from) {
+      requests.push_back(pp->isend(Span<const float>(mine.at(info.name)), 0, int(i)));
+    } else if (pp->rank() == 0) {
+      std::size_t n = 1;
+      for (auto d : info.shape)
+        n *= std::size_t(d);
+      received[i].resize(n);
+      requests.push_back(pp->irecv(Span<float>(received[i]), from, int(i)));
+    }
+  }
+  for (auto& r : requests)
+    r.wait();
+  if (grid.rank() != 0) return;
+  io::H5File f = io::H5File::create(path);
+  for (std::size_t i = 0; i < all.params.size(); ++i) {
+    const layers::ParamInfo& info = all.params[i];
+    const std::vector<float>& data = pipe.stage_of(info) == 0 ? mine.at(info.name) : received[i];
+    f.write(info.name, info.shape, data.data());
+  }
+  f.attribute("format", "gridlm weights v1: one dataset per parameter, PyTorch names and shapes");
+  write_model_attributes(f, c.model);
+  f.commit();
+}
+
+void load_weights(layers::GPT& gpt, io::H5File& f) {
+  const layers::ParamTable& t = gpt.table();
+  auto host = Kokkos::create_mirror_view(gpt.params());
+  for (const layers::ParamInfo& p : t.params) {
+    // A head-only stage with tied embeddings holds wte under its own name: the file's wte.
+    const std::vector<std::int64_t> shape = f.shape(p.name);
+    if (shape != p.shape) {
+      throw Error(fmt::format("'{}': tensor {} has shape [{}], the model needs [{}]; the "
+                              "file was written for another model",
+                              f.path(), p.name, fmt::join(shape, ", "), fmt::join(p.shape, ", ")));
+    }
+    std::size_t n = 1;
+    for (auto d : shape)
+      n *= std::size_t(d);
+    std::vector<float> global(n);
+    f.read(p.name, global.data(), n);
+    for (std::size_t i = 0; i < p.size; ++i) {
+      const std::int64_t g = layers::global_index(p, i, t.tp_rank);
+      host(p.offset + i) = g < 0 ? 0.0f : global[std::size_t(g)];
+    }
+  }
+  Kokkos::deep_copy(gpt.params(), host);
+}
+
+} // namespace gridlm::app

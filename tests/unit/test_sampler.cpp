@@ -1,0 +1,74 @@
+// Sampling and weights files: the draw honours temperature and top-k; a weights file written
+// from a model loads back bit for bit, and a file for another model is refused by name.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "app/sampler.hpp"
+#include "app/weights_file.hpp"
+#include "parallel/diagnostics.hpp"
+
+using namespace gridlm;
+
+TEST(Sampler, TemperatureZeroTakesTheMostLikelyAndTopKLimitsTheDraw) {
+  const std::vector<float> logits{0.0f, 10.0f, 9.9f, -5.0f};
+  app::SampleOptions o;
+  o.temperature = 0.0;
+  EXPECT_EQ(app::pick_token(logits, o, 0.99), 1);
+  o.temperature = 1.0;
+  o.top_k = 2;
+  EXPECT_EQ(app::pick_token(logits, o, 0.0), 1);
+  EXPECT_EQ(app::pick_token(logits, o, 0.999), 2);
+  o.top_k = 0;
+  // Without top-k the unlikely tokens keep their (tiny) share at the top of [0, 1).
+  EXPECT_EQ(app::pick_token(logits, o, 0.99999), 0);
+  EXPECT_EQ(app::pick_token(logits, o, 0.999999999), 3);
+  o.top_k = 1;
+  for (double u : {0.0, 0.5, 0.999})
+    EXPECT_EQ(app::pick_token(logits, o, u), 1);
+}
+
+TEST(WeightsFile, RoundTripAndRefusals) {
+  layers::ModelConfig m;
+  m.vocab_size = 37; // padded to 40 rows in memory; the file holds 37
+  m.seq_len = 8;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.d_model = 16;
+  layers::GPT a(m, 1, 8);
+  layers::init_parameters(a.params(), a.table(), 9);
+  const std::string path = std::filesystem::temp_directory_path() /
+                           ("gridlm_weights_" + std::to_string(::getpid()) + ".h5");
+  {
+    io::H5File f = io::H5File::create(path);
+    for (const layers::ParamInfo& p : a.table().params) {
+      f.write(p.name, p.shape,
+              layers::gather_parameter(p, a.params().data() + p.offset, nullptr).data());
+    }
+    app::write_model_attributes(f, m);
+    f.commit();
+  }
+  io::H5File f = io::H5File::open_read(path);
+  const layers::ModelConfig back = app::read_model_attributes(f);
+  EXPECT_EQ(back.vocab_size, 37);
+  EXPECT_EQ(back.n_layer, 2);
+  EXPECT_TRUE(back.tied_embeddings);
+  layers::GPT b(back, 1, 8);
+  app::load_weights(b, f);
+  for (std::size_t i = 0; i < a.table().total; ++i) {
+    ASSERT_EQ(a.params()(i), b.params()(i)) << "element " << i;
+  }
+  m.d_model = 32;
+  layers::GPT wider(m, 1, 8);
+  try {
+    app::load_weights(wider, f);
+    ADD_FAILURE() << "a file for another model loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the file was written for another model"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(path);
+}
