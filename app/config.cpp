@@ -37,6 +37,12 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"train", "steps", "optimizer steps", &t.steps},
       {"train", "seed", "seed of the parameter initialisation", &t.seed},
       {"train", "log_every", "print a readable line every this many steps", &t.log_every},
+      {"train", "eval_every",
+       "validation loss every this many steps and after the last (0: never); the same held-out "
+       "samples each time",
+       &c.train.eval_every},
+      {"train", "eval_batches", "micro-batches per data-parallel replica in one validation",
+       &c.train.eval_batches},
       {"train", "peak_gflops", "per-rank peak GFLOP/s that MFU is reported against",
        &t.peak_gflops},
       {"train", "lr", "peak learning rate", &o.lr},
@@ -300,6 +306,8 @@ void validate(const RunConfig& c) {
                    c.parallel.backend));
   need(c.parallel.chunks >= 1, "parallel.chunks must be positive");
   need(c.output.trace_steps >= 1, "output.trace_steps must be positive");
+  need(c.train.eval_every >= 0, "train.eval_every must not be negative (0: no validation)");
+  need(c.train.eval_batches >= 1, "train.eval_batches must be positive");
   try {
     parallel::parse_schedule(c.parallel.schedule);
   } catch (const Error& e) {

@@ -18,6 +18,8 @@ struct TrainConfig {
   int steps = 100;               // optimizer steps
   long seed = 1234;              // seed of the initialisation
   int log_every = 10;            // print a readable line every this many steps
+  int eval_every = 0;            // validation loss every this many steps and at the end (0: never)
+  int eval_batches = 4;          // micro-batches per replica in one validation
   double peak_gflops = 100.0;    // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against
   layers::OptimizerConfig optim; // AdamW, clipping and schedule (keys under [train])
 };

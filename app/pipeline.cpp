@@ -50,8 +50,11 @@ Pipeline::Pipeline(const layers::ModelConfig& model, int B, int T, const paralle
     first_block_.assign(1, 0);
     for (int n : blocks_)
       first_block_.push_back(first_block_.back() + n);
+    eval_schedule_ = parallel::make_schedule(parallel::ScheduleKind::forward_only, p_,
+                                             std::max(1, options_.eval_micro_batches), v_);
     if (options_.grouped_transfers) {
-      const std::string problem = parallel::check_grouped_transfers(schedule);
+      const std::string problem = parallel::check_grouped_transfers(schedule) +
+                                  parallel::check_grouped_transfers(eval_schedule_);
       if (!problem.empty()) {
         throw Error(fmt::format("schedule {} cannot run its stage transfers in NCCL groups ({}); "
                                 "use another schedule or MPI stage transfers",
@@ -72,10 +75,26 @@ Pipeline::Pipeline(const layers::ModelConfig& model, int B, int T, const paralle
 double Pipeline::step(const Samples& samples, float loss_weight, float* first_logits,
                       std::vector<double>* micro_losses) {
   const double step_start = now();
-  const std::vector<parallel::Op>& ops = schedule_.ops[stage_];
-  const long N = long(B_) * T_, NC = N * C_;
   TraceRecorder* trace =
       options_.trace != nullptr && options_.trace->on() ? options_.trace : nullptr;
+  const OpsResult r = run_ops(schedule_, samples, loss_weight, first_logits, micro_losses, trace);
+  sum_tied_embedding_grads();
+  return finish_step(r.last_end - step_start, r.busy, r.loss_sum, r.op_seconds, r.op_count) /
+         schedule_.micro_batches;
+}
+
+double Pipeline::evaluate(const Samples& samples) {
+  const OpsResult r = run_ops(eval_schedule_, samples, 0.0f, nullptr, nullptr, nullptr);
+  std::vector<double> loss{r.loss_sum};
+  pp_mpi_->all_reduce(Span<double>(loss));
+  return loss[0] / eval_schedule_.micro_batches;
+}
+
+Pipeline::OpsResult Pipeline::run_ops(const parallel::Schedule& schedule, const Samples& samples,
+                                      float loss_weight, float* first_logits,
+                                      std::vector<double>* micro_losses, TraceRecorder* trace) {
+  const std::vector<parallel::Op>& ops = schedule.ops[stage_];
+  const long N = long(B_) * T_, NC = N * C_;
   auto buffer = [&] {
     return Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "app::Pipeline::transfer"),
                   std::size_t(NC));
@@ -89,7 +108,7 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
   };
   if (!options_.grouped_transfers) {
     for (const parallel::Op& op : ops) {
-      const parallel::OpTransfers t = parallel::op_transfers(schedule_, stage_, op);
+      const parallel::OpTransfers t = parallel::op_transfers(schedule, stage_, op);
       if (t.recv_from >= 0 && t.recv_from != stage_) post_receive(t.recv_from, t.recv_tag);
     }
   }
@@ -114,12 +133,13 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
   }
   std::vector<std::int32_t> seq(std::size_t(B_) * (T_ + 1)), x(static_cast<std::size_t>(N)),
       y(static_cast<std::size_t>(N));
-  double loss_sum = 0.0, busy = 0.0, last_end = step_start;
-  std::vector<double> op_seconds(std::size_t(3 * v_), 0.0); // per chunk: F, B, W
-  std::vector<int> op_count(std::size_t(3 * v_), 0);
+  OpsResult r;
+  r.last_end = now();
+  r.op_seconds.assign(std::size_t(3 * v_), 0.0); // per chunk: F, B, W
+  r.op_count.assign(std::size_t(3 * v_), 0);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const parallel::Op& op = ops[i];
-    const parallel::OpTransfers t = parallel::op_transfers(schedule_, stage_, op);
+    const parallel::OpTransfers t = parallel::op_transfers(schedule, stage_, op);
     const int q = op.chunk * p_ + stage_;
     layers::GPT& gpt = *chunks_[op.chunk];
     if (options_.grouped_transfers) {
@@ -157,8 +177,10 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
       float* logits = Q_ == 1 && op.micro == 0 ? first_logits : nullptr;
       const double loss = gpt.forward_stage(x.data(), input.data(), y.data(), B_, T_, logits, slot);
       if (q == Q_ - 1 && micro_losses != nullptr) micro_losses->push_back(loss);
-      loss_sum += loss;
+      r.loss_sum += loss;
       output = gpt.output(slot);
+      if (schedule.kind == parallel::ScheduleKind::forward_only)
+        free_slots[op.chunk].push_back(slot);
     } else if (op.kind == parallel::OpKind::B) {
       const int slot = slot_of[op.chunk].at(op.micro);
       if (gpt.split_backward()) {
@@ -190,14 +212,12 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
     while (!sends.empty() && sends.front().first.test())
       sends.pop_front();
     Kokkos::fence();
-    last_end = now();
-    busy += last_end - op_start;
+    r.last_end = now();
+    r.busy += r.last_end - op_start;
     const std::size_t k = std::size_t(3 * op.chunk + static_cast<int>(op.kind));
-    op_seconds[k] += last_end - op_start;
-    ++op_count[k];
-    if (trace != nullptr) {
-      trace->add(trace_kind(op.kind), op_start, last_end, op.micro, op.chunk);
-    }
+    r.op_seconds[k] += r.last_end - op_start;
+    ++r.op_count[k];
+    if (trace != nullptr) trace->add(trace_kind(op.kind), op_start, r.last_end, op.micro, op.chunk);
   }
   if (!deferred.empty()) {
     parallel::Group group(*pp_);
@@ -206,10 +226,7 @@ double Pipeline::step(const Samples& samples, float loss_weight, float* first_lo
   }
   for (auto& send : sends)
     send.first.wait();
-
-  sum_tied_embedding_grads();
-  return finish_step(last_end - step_start, busy, loss_sum, op_seconds, op_count) /
-         schedule_.micro_batches;
+  return r;
 }
 
 void Pipeline::sum_tied_embedding_grads() {

@@ -32,6 +32,7 @@ struct PipelineOptions {
   std::vector<int> stage_blocks;  // blocks per virtual stage (empty: uniform)
   bool grouped_transfers = false; // per-op groups (NCCL); else every receive posted up front
   TraceRecorder* trace = nullptr; // records ops and transfer waits when it is on
+  int eval_micro_batches = 1;     // micro-batches of one evaluate()
 };
 
 // One step's pipeline timing, the same on every rank of the pipeline.
@@ -61,6 +62,10 @@ public:
   double step(const Samples& samples, float loss_weight, float* first_logits = nullptr,
               std::vector<double>* micro_losses = nullptr);
 
+  // Forward only, no gradients: the mean loss over options.eval_micro_batches micro-batches
+  // (validation), on every rank of the pipeline. Runs between steps.
+  double evaluate(const Samples& samples);
+
   std::vector<std::unique_ptr<layers::GPT>>& chunks() { return chunks_; }
   // Blocks per virtual stage.
   const std::vector<int>& stage_blocks() const { return blocks_; }
@@ -73,13 +78,21 @@ public:
   const PipelineTiming& last_timing() const { return timing_; }
 
 private:
+  struct OpsResult {
+    double loss_sum = 0.0, busy = 0.0, last_end = 0.0; // last_end: steady_seconds()
+    std::vector<double> op_seconds;                    // per chunk: F, B, W compute seconds
+    std::vector<int> op_count;
+  };
+  // Runs this stage's list of `schedule` (the training schedule or the forward-only one).
+  OpsResult run_ops(const parallel::Schedule& schedule, const Samples& samples, float loss_weight,
+                    float* first_logits, std::vector<double>* micro_losses, TraceRecorder* trace);
   // Gathers this step's timing over the pipeline; returns the summed loss of the last stage.
   double finish_step(double span, double busy, double loss_sum,
                      const std::vector<double>& op_seconds, const std::vector<int>& op_count);
   void sum_tied_embedding_grads();
 
   const parallel::Grid& grid_;
-  parallel::Schedule schedule_;
+  parallel::Schedule schedule_, eval_schedule_;
   PipelineOptions options_;
   int stage_ = 0, p_ = 1, v_ = 1, Q_ = 1, B_ = 0, T_ = 0, C_ = 0;
   std::vector<int> blocks_, first_block_;  // per virtual stage; first_block_ has Q + 1 entries

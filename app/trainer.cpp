@@ -140,6 +140,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
                                      : config.output.dir + "/" + config.output.trace;
   TraceRecorder trace(grid, trace_path.empty() ? 0 : config.output.trace_steps);
   pipe_options.trace = &trace;
+  pipe_options.eval_micro_batches = tc.eval_batches;
   // The same path for every layout: one rank is a one-stage pipeline.
   Pipeline pipe(mc, B, T, grid, schedule, tp_comm.get(), pipe_options,
                 make_axis_comm(grid, parallel::Axis::pp, pp_backend));
@@ -217,6 +218,21 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     ref.logits.resize(std::size_t(B) * T * mc.vocab_size);
   }
 
+  // Validation: the same held-out samples every time (the synthetic language's from index
+  // 2^40 on, far from any training sample), split over the replicas, loss averaged over them.
+  const std::uint64_t valid_base = std::uint64_t(1) << 40;
+  auto validate = [&] {
+    auto valid_samples = [&](int micro, std::vector<std::int32_t>& seq) {
+      const std::uint64_t at =
+          valid_base + (std::uint64_t(micro) * dp + replica) * std::uint64_t(B);
+      for (int b = 0; b < B; ++b)
+        source->sample(seq.data() + std::size_t(b) * (T + 1), at + b, T + 1);
+    };
+    std::vector<double> loss{pipe.evaluate(valid_samples)};
+    if (dp > 1) dp_comm->all_reduce(Span<double>(loss));
+    return loss[0] / dp;
+  };
+
   const double flops_per_step = layers::flops_per_token(mc) * double(B) * T * accum * dp;
   const double tokens_per_step = double(B) * T * accum * dp;
   std::vector<double> rates;
@@ -279,7 +295,16 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
       abort_job(
           fmt::format("loss is {} at step {}: training diverged; lower train.lr", loss, step));
     }
+    double val_loss = std::nan("");
+    if (tc.eval_every > 0 && ((step + 1) % tc.eval_every == 0 || step == tc.steps - 1)) {
+      val_loss = validate();
+      result.val_losses.emplace_back(step, val_loss);
+    }
     if (root) {
+      if (std::isfinite(val_loss)) {
+        std::printf("step %5d/%d | validation loss %.4f (%d x %d sequences)\n", step + 1, tc.steps,
+                    val_loss, tc.eval_batches * dp, B);
+      }
       if (metrics.is_open()) {
         nlohmann::json j{{"step", step},
                          {"loss", loss},
@@ -289,6 +314,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
                          {"ms_per_step", seconds * 1e3},
                          {"mfu", mfu},
                          {"comm_wait_ms", step_comm * 1e3}};
+        if (std::isfinite(val_loss)) j["val_loss"] = val_loss;
         if (grid.layout().pp > 1) {
           j["bubble"] = pipe.last_timing().bubble;
           j["bubble_predicted"] = pipe.last_timing().predicted_bubble;

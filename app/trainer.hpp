@@ -2,6 +2,7 @@
 // data-parallel axis, metrics, the memory report, final weights and the reference dump.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "app/config.hpp"
@@ -15,6 +16,7 @@ struct TrainResult {
   double last_loss = 0.0;
   double tokens_per_s = 0.0;  // median over logged steps after the first
   std::vector<double> losses; // every step's loss (mean over micro-batches and replicas)
+  std::vector<std::pair<int, double>> val_losses; // (step, validation loss) when evaluated
 };
 
 // Collective over the grid. The configuration must be validated.

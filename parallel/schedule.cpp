@@ -16,6 +16,7 @@ const char* schedule_name(ScheduleKind kind) {
   case ScheduleKind::one_f_one_b: return "1f1b";
   case ScheduleKind::interleaved: return "interleaved-1f1b";
   case ScheduleKind::zb_h1: return "zb-h1";
+  case ScheduleKind::forward_only: return "forward-only";
   }
   return "?";
 }
@@ -93,7 +94,7 @@ Schedule make_schedule(ScheduleKind kind, int p, int m, int v) {
                             "pp = {}, micro-batches = {}, chunks = {}",
                             p, m, v));
   }
-  if (v > 1 && kind != ScheduleKind::interleaved) {
+  if (v > 1 && kind != ScheduleKind::interleaved && kind != ScheduleKind::forward_only) {
     throw Error(fmt::format("schedule {} runs one model chunk per stage; --chunks {} needs "
                             "interleaved-1f1b",
                             schedule_name(kind), v));
@@ -105,7 +106,13 @@ Schedule make_schedule(ScheduleKind kind, int p, int m, int v) {
   }
   Schedule s{kind, p, m, v, std::vector<std::vector<Op>>(p)};
   for (int stage = 0; stage < p; ++stage) {
-    if (kind == ScheduleKind::zb_h1) {
+    if (kind == ScheduleKind::forward_only) {
+      // Micro-batch by micro-batch through the chunks: each F's input comes from an earlier op.
+      for (int i = 0; i < m; ++i) {
+        for (int c = 0; c < v; ++c)
+          s.ops[stage].push_back({OpKind::F, i, c});
+      }
+    } else if (kind == ScheduleKind::zb_h1) {
       s.ops[stage] = zero_bubble_h1(p, stage, m);
     } else if (kind == ScheduleKind::gpipe) {
       s.ops[stage] = fill_drain(m);

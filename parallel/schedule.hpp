@@ -13,7 +13,9 @@
 
 namespace gridlm::parallel {
 
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1 };
+// forward_only: every micro-batch's forwards and no backward, for evaluation (not a training
+// schedule: check_schedule refuses it; parse_schedule does not name it).
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1, forward_only };
 // F: forward; B: backward (input and weight gradients, or only the input gradient for zb-h1);
 // W: weight gradient (zb-h1 only).
 enum class OpKind { F, B, W };

@@ -4,7 +4,7 @@
 // included, tensor shards gathered) as one rank accumulating the same micro-batches, after one
 // step, and the same losses over 20 AdamW steps. Also: transfers in NCCL's per-op groups (run
 // over MPI here), uneven and balanced stage layouts, tp = 2 x pp = world / 2, refused layouts,
-// and the step timing. Registered at 2 and 4 ranks.
+// the step timing, and the forward-only validation loss. Registered at 2 and 4 ranks.
 //
 // Tolerances (ref = one rank): step 1 loss |d| <= 1e-5 |ref|, gradients max|d| <= 1e-4 max|ref|
 // + 1e-7 per tensor; losses over 20 steps |d| <= 1e-4 |ref|.
@@ -50,6 +50,7 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, app::PipelineOpti
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
   const auto tp_comm = tp > 1 ? grid.make_mpi_comm(parallel::Axis::tp) : nullptr;
   const parallel::Schedule schedule = parallel::make_schedule(kind, pp, m, chunks);
+  options.eval_micro_batches = 3;
   app::Pipeline pipe(mc, B, T, grid, schedule, tp_comm.get(), options);
   GPT whole(mc, B, T);
   init_parameters(whole.params(), whole.table(), 5);
@@ -118,6 +119,19 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, app::PipelineOpti
     whole_opt.update(whole.params(), whole.grads(), step, learning_rate(oc, step),
                      std::sqrt(whole.grad_sum_of_squares()));
   }
+  // Validation: forward only through the pipeline, the mean loss of 3 micro-batches.
+  const double val = pipe.evaluate(
+      [&](int micro, std::vector<std::int32_t>& s) { fill(100, micro, s, mc.vocab_size); });
+  double ref = 0.0;
+  for (int micro = 0; micro < 3; ++micro) {
+    fill(100, micro, seq, mc.vocab_size);
+    for (int b = 0; b < B; ++b) {
+      std::copy(seq.begin() + b * (T + 1), seq.begin() + b * (T + 1) + T, x.begin() + b * T);
+      std::copy(seq.begin() + b * (T + 1) + 1, seq.begin() + (b + 1) * (T + 1), y.begin() + b * T);
+    }
+    ref += whole.forward(x.data(), y.data(), B, T) / 3;
+  }
+  EXPECT_NEAR(val, ref, 1e-4 * ref) << "validation loss";
 }
 
 } // namespace
