@@ -47,12 +47,18 @@ Counts place(MPI_Comm comm, const SplitPart& part) {
 void write_split(ParallelFile& f, MPI_Comm comm, const std::string& group, const SplitPart& part,
                  const Counts& c) {
   const std::string tokens = group + "tokens", offsets = group + "doc_offsets";
+  // Small splits get one chunk of their own size, not a mostly empty 2 MiB one.
+  const auto chunk = [](std::uint64_t n, std::uint64_t most) {
+    return std::min(most, std::max<std::uint64_t>(n, 1));
+  };
   if (part.tokens.wide()) {
     f.write(tokens, c.total_tokens, c.token_offset,
-            Span<const std::uint32_t>(part.tokens.wide_tokens()), token_chunk);
+            Span<const std::uint32_t>(part.tokens.wide_tokens()),
+            chunk(c.total_tokens, token_chunk));
   } else {
     f.write(tokens, c.total_tokens, c.token_offset,
-            Span<const std::uint16_t>(part.tokens.narrow_tokens()), token_chunk);
+            Span<const std::uint16_t>(part.tokens.narrow_tokens()),
+            chunk(c.total_tokens, token_chunk));
   }
   // Each rank writes the start of each of its documents; the last rank also the end of all.
   const bool last = parallel::comm_rank(comm) == parallel::comm_size(comm) - 1;
@@ -65,7 +71,7 @@ void write_split(ParallelFile& f, MPI_Comm comm, const std::string& group, const
   }
   if (last) starts.push_back(c.total_tokens);
   f.write(offsets, c.total_documents + 1, c.doc_offset, Span<const std::uint64_t>(starts),
-          token_chunk / 4);
+          chunk(c.total_documents + 1, token_chunk / 4));
   f.write_attribute(tokens, "description",
                     std::string("token ids of the documents back to back, each document ended by "
                                 "eos_id (when the tokenizer has one); read with doc_offsets"));
