@@ -19,6 +19,7 @@
 
 #include "io/h5_file.hpp"
 #include "io/synthetic_source.hpp"
+#include "io/token_dataset.hpp"
 #include "layers/adamw.hpp"
 #include "layers/gpt.hpp"
 #include "parallel/agree.hpp"
@@ -147,6 +148,24 @@ void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, 
   f.commit();
 }
 
+// Collective: the dataset file data.source names, checked against the model.
+std::unique_ptr<io::TokenSource> open_dataset(const RunConfig& config, const parallel::Grid& grid) {
+  io::TokenDatasetOptions options;
+  options.sample_length = config.model.seq_len + 1;
+  options.seed = std::uint64_t(config.data.seed);
+  auto dataset = std::make_unique<io::TokenDataset>(grid.comm(), config.data.source, options);
+  parallel::run_agreed(grid.comm(), [&] {
+    if (dataset->vocab_size() > config.model.vocab_size) {
+      throw Error(fmt::format("dataset '{}' has a vocabulary of {} tokens but model.vocab_size = "
+                              "{}: the model must have a row for every token id; set "
+                              "model.vocab_size = {} (or more)",
+                              config.data.source, dataset->vocab_size(), config.model.vocab_size,
+                              dataset->vocab_size()));
+    }
+  });
+  return dataset;
+}
+
 } // namespace
 
 TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
@@ -160,7 +179,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   std::string backend;
   parallel::run_agreed(grid.comm(), [&] { backend = resolve_backend(config.parallel.backend); });
   std::unique_ptr<parallel::Comm> tp_comm = make_axis_comm(grid, parallel::Axis::tp, backend);
-  std::unique_ptr<io::SyntheticSource> source;
+  std::unique_ptr<io::TokenSource> source;
   parallel::Schedule schedule;
   parallel::run_agreed(grid.comm(), [&] {
     if (dump && grid.size() != 1) {
@@ -169,9 +188,13 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     // A step's micro-batches are the pipeline's: train.grad_accum of them per replica.
     schedule = parallel::make_schedule(parallel::parse_schedule(config.parallel.schedule),
                                        grid.layout().pp, accum, config.parallel.chunks);
-    source = std::make_unique<io::SyntheticSource>(mc.vocab_size, std::uint64_t(config.data.seed));
+    if (config.data.source == "synthetic") {
+      source =
+          std::make_unique<io::SyntheticSource>(mc.vocab_size, std::uint64_t(config.data.seed));
+    }
     if (root) make_directory(config.output.dir);
   });
+  if (!source) source = open_dataset(config, grid);
   // The same path for every layout: one rank is a one-stage pipeline.
   // Stage-to-stage transfers stay on MPI for every backend: the executor posts all receives
   // of a step up front, which NCCL's in-order stream would serialise into a deadlock; NCCL
