@@ -25,7 +25,7 @@ std::string type_text(hid_t type) {
   case H5T_INTEGER:
     return fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
   case H5T_FLOAT: return fmt::format("float{}", bits);
-  case H5T_STRING: return "a string";
+  case H5T_STRING: return "string";
   default: return fmt::format("an HDF5 type of class {}", int(cls));
   }
 }
@@ -287,17 +287,19 @@ TokenDataset::TokenDataset(MPI_Comm comm, const std::string& path,
 void TokenDataset::check_token_ids(MPI_Comm comm) const {
   const int rank = parallel::comm_rank(comm), size = parallel::comm_size(comm);
   const auto cut = [&](std::uint64_t n, int r) { return part_begin(n, r, size); };
-  // Per rank: bad token count, first bad token, largest id; first bad document offset.
-  std::uint64_t bad = 0, first_bad = UINT64_MAX, largest = 0, bad_offset = UINT64_MAX;
+  // Per rank: bad token count, first bad token, largest id; first bad document offset. Signed,
+  // with INT64_MAX for "none": MPICH 4.0's MPI_MIN on MPI_UINT64_T compares as signed.
+  constexpr std::int64_t none = INT64_MAX;
+  std::int64_t bad = 0, first_bad = none, largest = 0, bad_offset = none;
   parallel::run_agreed(comm, [&] {
     std::vector<std::uint32_t> block(std::size_t(1) << 20);
     for (std::uint64_t at = cut(tokens_, rank), end = cut(tokens_, rank + 1); at < end;) {
       const std::uint64_t n = std::min<std::uint64_t>(block.size(), end - at);
       file_->read(tokens_name_, at, Span<std::uint32_t>(block.data(), n), Transfer::independent);
       for (std::uint64_t i = 0; i < n; ++i) {
-        largest = std::max<std::uint64_t>(largest, block[i]);
+        largest = std::max<std::int64_t>(largest, block[i]);
         if (block[i] >= std::uint64_t(info_.vocab_size)) {
-          first_bad = std::min(first_bad, at + i);
+          first_bad = std::min(first_bad, std::int64_t(at + i));
           ++bad;
         }
       }
@@ -312,13 +314,13 @@ void TokenDataset::check_token_ids(MPI_Comm comm) const {
       const std::uint64_t d = at + i;
       const bool ok = offsets[i] <= tokens_ && (i == 0 || offsets[i] >= offsets[i - 1]) &&
                       (d != 0 || offsets[i] == 0) && (d != documents_ || offsets[i] == tokens_);
-      if (!ok) bad_offset = std::min(bad_offset, d);
+      if (!ok) bad_offset = std::min(bad_offset, std::int64_t(d));
     }
   });
-  std::uint64_t sums[1] = {bad}, mins[2] = {first_bad, bad_offset}, maxs[1] = {largest};
-  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 1, MPI_UINT64_T, MPI_SUM, comm));
-  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mins, 2, MPI_UINT64_T, MPI_MIN, comm));
-  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, maxs, 1, MPI_UINT64_T, MPI_MAX, comm));
+  std::int64_t sums[1] = {bad}, mins[2] = {first_bad, bad_offset}, maxs[1] = {largest};
+  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 1, MPI_INT64_T, MPI_SUM, comm));
+  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mins, 2, MPI_INT64_T, MPI_MIN, comm));
+  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, maxs, 1, MPI_INT64_T, MPI_MAX, comm));
   parallel::run_agreed(comm, [&] {
     if (sums[0] > 0) {
       throw Error(fmt::format("'{}' holds {} token ids >= its vocab_size {} in '{}' (the first "
@@ -327,7 +329,7 @@ void TokenDataset::check_token_ids(MPI_Comm comm) const {
                               info_.path, sums[0], info_.vocab_size, tokens_name_, mins[0], maxs[0],
                               remake));
     }
-    if (mins[1] != UINT64_MAX) {
+    if (mins[1] != none) {
       throw Error(fmt::format("'{}' has a bad entry {} in '{}': document offsets must rise from "
                               "0 to the token count {}; {}",
                               info_.path, mins[1], offsets_name_, tokens_, remake));
