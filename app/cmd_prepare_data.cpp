@@ -182,7 +182,15 @@ io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& co
   description = fmt::format("SentencePiece BPE, {} pieces, trained by gridlm prepare-data on "
                             "its input{}",
                             cmd.vocab_size, o.byte_fallback ? " (byte fallback)" : "");
-  return io::train_bpe(o, next_text);
+  try {
+    return io::train_bpe(o, next_text);
+  } catch (const Error&) {
+    if (documents == 0) {
+      throw Error("the inputs hold no documents (only blank lines or empty texts): nothing to "
+                  "train a tokenizer on");
+    }
+    throw;
+  }
 }
 
 void run(const PrepareDataCommand& cmd) {

@@ -95,14 +95,17 @@ Corpus find_corpus(const std::vector<std::string>& inputs) {
       add(input);
     } else if (fs::is_directory(status)) {
       std::vector<fs::path> found;
+      // error_code forms throughout: a std::filesystem exception is not a gridlm::Error, and
+      // only those are agreed across ranks.
       for (auto it = fs::recursive_directory_iterator(input, ec);
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        const fs::path relative = fs::relative(it->path(), input);
+        const fs::path relative = it->path().lexically_relative(input);
+        std::error_code kind;
         if (hidden(relative)) {
-          if (it->is_directory()) it.disable_recursion_pending();
+          if (it->is_directory(kind)) it.disable_recursion_pending();
           continue;
         }
-        if (it->is_regular_file()) found.push_back(it->path());
+        if (it->is_regular_file(kind)) found.push_back(it->path());
       }
       if (ec) {
         throw Error(fmt::format("cannot list input directory '{}': {}", input, ec.message()));
