@@ -1,15 +1,19 @@
 // `gridlm sample`: loads output.weights (model.h5) on one rank and prints what the model
-// generates after a prompt. Other ranks of an mpiexec launch wait and exit with it.
+// generates after a prompt: text through the tokenizer the weights file carries (a model
+// trained on a dataset), or token ids. Other ranks of an mpiexec launch wait and exit with it.
 #include "app/cmd_sample.hpp"
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "app/sampler.hpp"
 #include "app/weights_file.hpp"
+#include "io/token_dataset.hpp"
+#include "io/tokenizer.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
 
@@ -18,7 +22,9 @@ namespace {
 
 struct SampleCommand {
   std::string weights = "gridlm-out/model.h5"; // weights file written by gridlm train
-  std::string prompt_ids = "0";                // comma-separated token ids to start from
+  std::string prompt;                          // text to continue (needs a tokenizer)
+  std::string prompt_ids;                      // or comma-separated token ids
+  std::string tokenizer; // a dataset or .model file, when the weights carry none
   SampleOptions options;
 };
 
@@ -45,18 +51,58 @@ std::vector<std::int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+std::optional<io::Tokenizer> find_tokenizer(const SampleCommand& cmd, io::H5File& weights) {
+  if (!cmd.tokenizer.empty()) {
+    const bool model = cmd.tokenizer.size() > 6 &&
+                       cmd.tokenizer.compare(cmd.tokenizer.size() - 6, 6, ".model") == 0;
+    return model ? io::Tokenizer::from_file(cmd.tokenizer)
+                 : io::load_dataset_tokenizer(cmd.tokenizer);
+  }
+  if (!weights.has("tokenizer/model")) return std::nullopt;
+  return io::Tokenizer::from_bytes(weights.read_bytes("tokenizer/model"),
+                                   fmt::format("the tokenizer stored in '{}'", cmd.weights));
+}
+
 void run(const SampleCommand& cmd) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   parallel::run_agreed(MPI_COMM_WORLD, [&] {
     if (rank != 0) return;
-    const std::vector<std::int32_t> prompt = parse_ids(cmd.prompt_ids);
+    if (!cmd.prompt.empty() && !cmd.prompt_ids.empty()) {
+      throw Error("give --prompt TEXT or --prompt-ids IDS, not both");
+    }
+    std::vector<std::int32_t> prompt;
+    if (!cmd.prompt_ids.empty()) prompt = parse_ids(cmd.prompt_ids);
     io::H5File file = io::H5File::open_read(cmd.weights);
     const layers::ModelConfig m = read_model_attributes(file);
+    const std::optional<io::Tokenizer> tok = find_tokenizer(cmd, file);
+    if (!cmd.prompt.empty()) {
+      if (!tok) {
+        throw Error(fmt::format("--prompt needs a tokenizer, and '{}' carries none (the model "
+                                "was not trained on a dataset); give --prompt-ids, or "
+                                "--tokenizer with the dataset or .model file",
+                                cmd.weights));
+      }
+      std::vector<int> ids;
+      tok->encode(cmd.prompt, ids);
+      prompt.assign(ids.begin(), ids.end());
+    }
+    if (prompt.empty()) {
+      // A fresh document: datasets end every document with eos, so eos is what precedes one.
+      prompt.push_back(tok && tok->eos_id() >= 0 ? tok->eos_id() : 0);
+    }
     layers::GPT gpt(m, 1, m.seq_len);
     load_weights(gpt, file);
-    std::printf("model: %s (%d layers, width %d, vocabulary %d, context %d)\n", cmd.weights.c_str(),
-                m.n_layer, m.d_model, m.vocab_size, m.seq_len);
+    std::printf("model: %s (%d layers, width %d, vocabulary %d, context %d%s)\n",
+                cmd.weights.c_str(), m.n_layer, m.d_model, m.vocab_size, m.seq_len,
+                tok ? ", with its tokenizer" : "");
+    if (tok) {
+      const std::vector<std::int32_t> out = generate(gpt, prompt, cmd.options);
+      std::vector<int> ids(prompt.begin(), prompt.end());
+      ids.insert(ids.end(), out.begin(), out.end());
+      std::printf("---\n%s\n---\n", tok->decode(ids).c_str());
+      return;
+    }
     std::printf("prompt:");
     for (std::int32_t id : prompt)
       std::printf(" %d", id);
@@ -77,8 +123,12 @@ void add_sample_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("sample", "Generate tokens from a trained model's weights");
   sub->add_option("-w,--weights", cmd->weights, "Weights file written by gridlm train")
       ->capture_default_str();
-  sub->add_option("--prompt-ids", cmd->prompt_ids, "Comma-separated token ids to continue")
-      ->capture_default_str();
+  sub->add_option("-p,--prompt", cmd->prompt,
+                  "Text to continue (default: the start of a new document)");
+  sub->add_option("--prompt-ids", cmd->prompt_ids, "Comma-separated token ids to continue");
+  sub->add_option("--tokenizer", cmd->tokenizer,
+                  "Dataset or SentencePiece .model file to encode and decode with, when the "
+                  "weights file carries no tokenizer");
   sub->add_option("-n,--tokens", cmd->options.tokens, "New tokens to generate")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -90,7 +140,7 @@ void add_sample_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", cmd->options.seed, "Seed of the draws")->capture_default_str();
-  sub->footer("Example: gridlm sample --weights gridlm-out/model.h5 --prompt-ids 3,17 -n 50");
+  sub->footer("Example: gridlm sample --weights gridlm-out/model.h5 --prompt \"The cat\" -n 50");
   sub->callback([cmd] { run(*cmd); });
 }
 

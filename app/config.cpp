@@ -59,9 +59,12 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"train", "decay_norms_and_biases", "also apply weight decay to LayerNorms and biases",
        &o.decay_norms_and_biases},
       {"train", "grad_clip", "clip the global gradient norm to this (0 disables)", &o.grad_clip},
-      {"data", "source", "where tokens come from: synthetic (a learnable Markov language)",
+      {"data", "source",
+       "where tokens come from: synthetic (a learnable Markov language), or the path of a "
+       "dataset file made by gridlm prepare-data (model.vocab_size must cover its vocabulary)",
        &c.data.source},
-      {"data", "seed", "seed of the synthetic language", &c.data.seed},
+      {"data", "seed", "seed of the synthetic language, or of the order of a dataset's samples",
+       &c.data.seed},
       {"parallel", "dp", "data-parallel replicas: a number or auto", &c.parallel.dp},
       {"parallel", "pp", "pipeline stages: a number or auto", &c.parallel.pp},
       {"parallel", "tp", "tensor-parallel ranks per stage: a number or auto", &c.parallel.tp},
@@ -313,8 +316,8 @@ void validate(const RunConfig& c) {
   } catch (const Error& e) {
     problems.push_back(std::string("parallel.schedule: ") + e.what());
   }
-  need(c.data.source == "synthetic",
-       fmt::format("data.source = \"{}\": the sources are: synthetic", c.data.source));
+  need(!c.data.source.empty(),
+       "data.source must be synthetic or the path of a dataset file (gridlm prepare-data)");
   for (const auto& [name, value] : {std::pair{"parallel.dp", c.parallel.dp},
                                     {"parallel.pp", c.parallel.pp},
                                     {"parallel.tp", c.parallel.tp}}) {

@@ -25,8 +25,8 @@ struct TrainConfig {
 };
 
 struct DataConfig {
-  std::string source = "synthetic"; // where tokens come from: synthetic
-  long seed = 7;                    // seed of the synthetic language and sample order
+  std::string source = "synthetic"; // synthetic, or the path of a dataset file (prepare-data)
+  long seed = 7;                    // seed of the synthetic language, or of the sample order
 };
 
 struct ParallelConfig {

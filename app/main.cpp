@@ -10,6 +10,7 @@
 
 #include "app/cmd_grid.hpp"
 #include "app/cmd_plan.hpp"
+#include "app/cmd_prepare_data.hpp"
 #include "app/cmd_sample.hpp"
 #include "app/cmd_train.hpp"
 #include "gridlm/version.hpp"
@@ -30,6 +31,18 @@ std::string version_text() {
                      b::cuda ? "enabled" : "disabled", b::nccl ? "enabled" : "disabled");
 }
 
+// The command line as typed, quoted where needed, for files that record what made them.
+std::string command_line(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool plain =
+        !arg.empty() && arg.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
+    out += (i > 0 ? " " : "") + (plain ? arg : "'" + arg + "'");
+  }
+  return out;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -47,6 +60,7 @@ int main(int argc, char** argv) {
   gridlm::app::add_train_command(app);
   gridlm::app::add_config_command(app);
   gridlm::app::add_plan_command(app);
+  gridlm::app::add_prepare_data_command(app, command_line(argc, argv));
   gridlm::app::add_sample_command(app);
 
   try {

@@ -22,6 +22,7 @@
 
 #include "io/h5_file.hpp"
 #include "io/synthetic_source.hpp"
+#include "io/token_dataset.hpp"
 #include "layers/adamw.hpp"
 #include "layers/gpt.hpp"
 #include "parallel/agree.hpp"
@@ -95,6 +96,27 @@ struct ReferenceRecord {
   }
 };
 
+// Collective: the dataset file data.source names, checked against the model; `split` picks the
+// training or the validation tokens.
+std::unique_ptr<io::TokenDataset> open_dataset(const RunConfig& config, const parallel::Grid& grid,
+                                               io::Split split) {
+  io::TokenDatasetOptions options;
+  options.sample_length = config.model.seq_len + 1;
+  options.seed = std::uint64_t(config.data.seed);
+  options.split = split;
+  auto dataset = std::make_unique<io::TokenDataset>(grid.comm(), config.data.source, options);
+  parallel::run_agreed(grid.comm(), [&] {
+    if (dataset->vocab_size() > config.model.vocab_size) {
+      throw Error(fmt::format("dataset '{}' has a vocabulary of {} tokens but model.vocab_size = "
+                              "{}: the model must have a row for every token id; set "
+                              "model.vocab_size = {} (or more)",
+                              config.data.source, dataset->vocab_size(), config.model.vocab_size,
+                              dataset->vocab_size()));
+    }
+  });
+  return dataset;
+}
+
 } // namespace
 
 TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
@@ -108,7 +130,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   std::string backend;
   parallel::run_agreed(grid.comm(), [&] { backend = resolve_backend(config.parallel.backend); });
   std::unique_ptr<parallel::Comm> tp_comm = make_axis_comm(grid, parallel::Axis::tp, backend);
-  std::unique_ptr<io::SyntheticSource> source;
+  std::unique_ptr<io::TokenSource> source;
   parallel::Schedule schedule;
   PipelineOptions pipe_options;
   std::string pp_backend = "mpi", pp_note;
@@ -132,9 +154,27 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
         pp_note = fmt::format(" (stage transfers over MPI: {})", problem);
       }
     }
-    source = std::make_unique<io::SyntheticSource>(mc.vocab_size, std::uint64_t(config.data.seed));
+    if (config.data.source == "synthetic") {
+      source =
+          std::make_unique<io::SyntheticSource>(mc.vocab_size, std::uint64_t(config.data.seed));
+    }
     if (root) make_directory(config.output.dir);
   });
+  // Validation reads the dataset's validation split, or the synthetic language from sample 2^40
+  // on (far from any training sample). Either way the same samples every time.
+  std::unique_ptr<io::TokenSource> valid_source;
+  std::uint64_t valid_base = std::uint64_t(1) << 40;
+  std::string tokenizer_bytes; // stored with the weights, for gridlm sample
+  if (!source) {
+    auto train_set = open_dataset(config, grid, io::Split::train);
+    if (grid.rank() == 0) tokenizer_bytes = train_set->tokenizer().model_bytes();
+    source = std::move(train_set);
+    if (tc.eval_every > 0) {
+      valid_source = open_dataset(config, grid, io::Split::valid);
+      valid_base = 0;
+    }
+  }
+  const io::TokenSource& valid = valid_source ? *valid_source : *source;
   const std::string trace_path = config.output.trace.empty() || config.output.trace.front() == '/'
                                      ? config.output.trace
                                      : config.output.dir + "/" + config.output.trace;
@@ -218,15 +258,13 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     ref.logits.resize(std::size_t(B) * T * mc.vocab_size);
   }
 
-  // Validation: the same held-out samples every time (the synthetic language's from index
-  // 2^40 on, far from any training sample), split over the replicas, loss averaged over them.
-  const std::uint64_t valid_base = std::uint64_t(1) << 40;
+  // Validation: the same held-out samples every time, split over the replicas, loss averaged.
   auto validate = [&] {
     auto valid_samples = [&](int micro, std::vector<std::int32_t>& seq) {
       const std::uint64_t at =
           valid_base + (std::uint64_t(micro) * dp + replica) * std::uint64_t(B);
       for (int b = 0; b < B; ++b)
-        source->sample(seq.data() + std::size_t(b) * (T + 1), at + b, T + 1);
+        valid.sample(seq.data() + std::size_t(b) * (T + 1), at + b, T + 1);
     };
     std::vector<double> loss{pipe.evaluate(valid_samples)};
     if (dp > 1) dp_comm->all_reduce(Span<double>(loss));
@@ -345,7 +383,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   }
   if (!config.output.weights.empty()) {
     const std::string path = config.output.dir + "/" + config.output.weights;
-    write_weights(path, pipe, config, tp_comm.get(), grid);
+    write_weights(path, pipe, config, tp_comm.get(), grid, tokenizer_bytes);
     if (root) std::printf("weights: %s\n", path.c_str());
   }
   if (root && dump) ref.write(config.output.reference_dump, config, first);

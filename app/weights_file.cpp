@@ -40,7 +40,7 @@ layers::ModelConfig read_model_attributes(io::H5File& f) {
 }
 
 void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, parallel::Comm* tp,
-                   const parallel::Grid& grid) {
+                   const parallel::Grid& grid, const std::string& tokenizer) {
   // Every tensor of this rank's chunks at its global shape, by name.
   std::map<std::string, std::vector<float>> mine;
   for (auto& chunk : pipe.chunks()) {
@@ -82,6 +82,7 @@ void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, 
   }
   f.attribute("format", "gridlm weights v1: one dataset per parameter, PyTorch names and shapes");
   write_model_attributes(f, c.model);
+  if (!tokenizer.empty()) f.write_bytes("tokenizer/model", tokenizer);
   f.commit();
 }
 

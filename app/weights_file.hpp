@@ -21,9 +21,10 @@ layers::ModelConfig read_model_attributes(io::H5File& f);
 
 // Collective over the grid: each tensor is gathered over its tensor group, sent from the
 // pipeline stage that holds it to rank 0, and written there at its global shape (through a
-// .partial file renamed when complete).
+// .partial file renamed when complete). A non-empty `tokenizer` (rank 0's; the serialized
+// SentencePiece model of the training data) is stored as /tokenizer/model for decoding.
 void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, parallel::Comm* tp,
-                   const parallel::Grid& grid);
+                   const parallel::Grid& grid, const std::string& tokenizer = "");
 
 // Fills `gpt`'s parameters (its stage, its tensor-parallel shard) from a weights file whose
 // model attributes match gpt's configuration. Throws gridlm::Error naming the file and the

@@ -17,10 +17,16 @@ herr_t keep_innermost(unsigned n, const H5E_error2_t* err, void* data) {
 
 } // namespace
 
-void throw_h5_error(const char* call, const char* file, int line) {
-  std::string detail = "no detail from HDF5";
+std::string h5_error_detail() {
+  std::string detail;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, &detail);
   H5Eclear2(H5E_DEFAULT);
+  return detail;
+}
+
+void throw_h5_error(const char* call, const char* file, int line) {
+  std::string detail = h5_error_detail();
+  if (detail.empty()) detail = "no detail from HDF5";
   throw Error(
       fmt::format("HDF5 call {} failed: {} ({}:{}; {})", call, detail, file, line, where()));
 }

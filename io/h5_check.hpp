@@ -5,10 +5,15 @@
 
 #include <hdf5.h>
 
+#include <string>
+
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::io::detail {
 [[noreturn]] void throw_h5_error(const char* call, const char* file, int line);
+// The innermost message of HDF5's error stack ("" when empty), which is then cleared: for
+// errors gridlm words itself but where HDF5's reason helps (a truncated file, say).
+std::string h5_error_detail();
 } // namespace gridlm::io::detail
 
 #define GRIDLM_H5_CHECK(call)                                                                      \

@@ -61,6 +61,32 @@ void H5File::write(const std::string& name, const std::vector<std::int64_t>& sha
   write_dataset(file_.get(), name, shape, H5T_STD_I32LE, H5T_NATIVE_INT32, data);
 }
 
+void H5File::write_bytes(const std::string& name, const std::string& bytes) {
+  write_dataset(file_.get(), name, {std::int64_t(bytes.size())}, H5T_STD_U8LE, H5T_NATIVE_UCHAR,
+                bytes.data());
+}
+
+bool H5File::has(const std::string& name) {
+  // Each intermediate group must exist before H5Lexists may be asked about the next level.
+  std::size_t at = 0;
+  while (true) {
+    at = name.find('/', at + 1);
+    const std::string part = name.substr(0, at);
+    if (H5Lexists(file_.get(), part.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (at == std::string::npos) return true;
+  }
+}
+
+std::string H5File::read_bytes(const std::string& name) {
+  std::size_t n = 1;
+  for (auto d : shape(name))
+    n *= std::size_t(d);
+  std::string out(n, '\0');
+  H5Handle dset(GRIDLM_H5_CHECK(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT)));
+  GRIDLM_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()));
+  return out;
+}
+
 void H5File::attribute(const std::string& name, double value) {
   H5Handle space(GRIDLM_H5_CHECK(H5Screate(H5S_SCALAR)));
   H5Handle attr(GRIDLM_H5_CHECK(H5Acreate2(file_.get(), name.c_str(), H5T_IEEE_F64LE, space.get(),

@@ -27,6 +27,10 @@ public:
   void write(const std::string& name, const std::vector<std::int64_t>& shape, const float* data);
   void write(const std::string& name, const std::vector<std::int64_t>& shape,
              const std::int32_t* data);
+  // Raw bytes as a 1-D uint8 dataset (an embedded file, such as a tokenizer model).
+  void write_bytes(const std::string& name, const std::string& bytes);
+  bool has(const std::string& name);
+  std::string read_bytes(const std::string& name);
   void attribute(const std::string& name, double value);
   void attribute(const std::string& name, const std::string& value);
   // A numeric scalar attribute of the root. Throws gridlm::Error naming the file when it is

@@ -1,4 +1,4 @@
-// Parallel HDF5 files opened with the MPI-IO driver, collective hyperslab I/O.
+// Parallel HDF5 files opened with the MPI-IO driver, typed 1-D hyperslab I/O and attributes.
 #include "io/parallel_h5.hpp"
 
 #include <unistd.h>
@@ -6,9 +6,44 @@
 #include <fmt/format.h>
 
 #include "io/h5_check.hpp"
+#include "parallel/agree.hpp"
 
 namespace gridlm::io {
 namespace {
+
+// Memory type and the little-endian file type of each element type ParallelFile stores.
+template <class T>
+struct H5Types;
+template <>
+struct H5Types<float> {
+  static hid_t memory() { return H5T_NATIVE_FLOAT; }
+  static hid_t file() { return H5T_IEEE_F32LE; }
+};
+template <>
+struct H5Types<std::int32_t> {
+  static hid_t memory() { return H5T_NATIVE_INT32; }
+  static hid_t file() { return H5T_STD_I32LE; }
+};
+template <>
+struct H5Types<std::uint8_t> {
+  static hid_t memory() { return H5T_NATIVE_UINT8; }
+  static hid_t file() { return H5T_STD_U8LE; }
+};
+template <>
+struct H5Types<std::uint16_t> {
+  static hid_t memory() { return H5T_NATIVE_UINT16; }
+  static hid_t file() { return H5T_STD_U16LE; }
+};
+template <>
+struct H5Types<std::uint32_t> {
+  static hid_t memory() { return H5T_NATIVE_UINT32; }
+  static hid_t file() { return H5T_STD_U32LE; }
+};
+template <>
+struct H5Types<std::uint64_t> {
+  static hid_t memory() { return H5T_NATIVE_UINT64; }
+  static hid_t file() { return H5T_STD_U64LE; }
+};
 
 H5Handle mpio_access(MPI_Comm comm) {
   H5Handle fapl(GRIDLM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
@@ -16,9 +51,10 @@ H5Handle mpio_access(MPI_Comm comm) {
   return fapl;
 }
 
-H5Handle collective_transfer() {
+H5Handle transfer_list(Transfer transfer) {
   H5Handle dxpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)));
-  GRIDLM_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE));
+  GRIDLM_H5_CHECK(H5Pset_dxpl_mpio(
+      dxpl.get(), transfer == Transfer::collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT));
   return dxpl;
 }
 
@@ -41,6 +77,14 @@ htri_t is_hdf5(const std::string& path) {
 #endif
 }
 
+H5Handle scalar_attribute(hid_t file, const std::string& object, const std::string& name,
+                          hid_t type) {
+  H5Handle space(GRIDLM_H5_CHECK(H5Screate(H5S_SCALAR)));
+  return H5Handle(
+      GRIDLM_H5_CHECK(H5Acreate_by_name(file, object.c_str(), name.c_str(), type, space.get(),
+                                        H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+}
+
 } // namespace
 
 void quiet_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
@@ -49,54 +93,69 @@ ParallelFile ParallelFile::create(MPI_Comm comm, const std::string& path) {
   quiet_hdf5_errors();
   H5Handle fapl = mpio_access(comm);
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
-  if (id < 0) {
-    throw Error(fmt::format("cannot create HDF5 file '{}': check that its directory exists and "
-                            "is writable by every rank; on {}",
-                            path, where()));
-  }
+  parallel::agree_on_errors(
+      comm, id >= 0 ? ""
+                    : fmt::format("cannot create HDF5 file '{}': check that its directory exists "
+                                  "and is writable by every rank",
+                                  path));
   return ParallelFile(path, H5Handle(id));
 }
 
 ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string& path) {
   quiet_hdf5_errors();
-  if (access(path.c_str(), R_OK) != 0) {
-    throw Error(
-        fmt::format("cannot read '{}': no such file, or no permission; on {}", path, where()));
-  }
-  if (is_hdf5(path) <= 0) {
-    throw Error(fmt::format("'{}' is not an HDF5 file (or it is truncated); on {}", path, where()));
-  }
+  // Checked on every rank and agreed before the collective open: a file one node cannot see
+  // must not leave the other ranks waiting inside MPI-IO.
+  parallel::run_agreed(comm, [&] {
+    if (access(path.c_str(), R_OK) != 0) {
+      throw Error(fmt::format("cannot read '{}': no such file, or no permission", path));
+    }
+    if (is_hdf5(path) <= 0) throw Error(fmt::format("'{}' is not an HDF5 file", path));
+  });
   H5Handle fapl = mpio_access(comm);
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+  std::string error;
   if (id < 0) {
-    throw Error(
-        fmt::format("cannot open HDF5 file '{}' for parallel reading; on {}", path, where()));
+    const std::string detail = detail::h5_error_detail();
+    error = fmt::format("cannot open HDF5 file '{}': it is damaged or incomplete (HDF5 says: "
+                        "{}); write it again",
+                        path, detail.empty() ? "nothing" : detail);
   }
+  parallel::agree_on_errors(comm, error);
   return ParallelFile(path, H5Handle(id));
 }
 
-void ParallelFile::write_floats(const std::string& name, std::uint64_t global_size,
-                                std::uint64_t offset, Span<const float> local) {
+template <class T>
+void ParallelFile::write(const std::string& name, std::uint64_t global_size, std::uint64_t offset,
+                         Span<const T> local, std::uint64_t chunk) {
   if (offset + local.size() > global_size) {
     throw Error(fmt::format("write of '{}' in '{}': range [{}, {}) is outside its {} elements; "
                             "on {}",
                             name, path_, offset, offset + local.size(), global_size, where()));
   }
-  const hsize_t dims = global_size;
-  H5Handle file_space(GRIDLM_H5_CHECK(H5Screate_simple(1, &dims, nullptr)));
-  H5Handle dset(
-      GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5T_IEEE_F32LE, file_space.get(),
-                                 H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+  const hsize_t dims = global_size, unlimited = H5S_UNLIMITED;
+  H5Handle file_space(
+      GRIDLM_H5_CHECK(H5Screate_simple(1, &dims, chunk > 0 ? &unlimited : nullptr)));
+  H5Handle dcpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  if (chunk > 0) {
+    const hsize_t c = chunk;
+    GRIDLM_H5_CHECK(H5Pset_chunk(dcpl.get(), 1, &c));
+  }
+  // Every element is written: filling first would write the whole dataset twice.
+  GRIDLM_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));
+  H5Handle lcpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
+  GRIDLM_H5_CHECK(H5Pset_create_intermediate_group(lcpl.get(), 1));
+  H5Handle dset(GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<T>::file(),
+                                           file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT)));
   select_range(file_space.get(), offset, local.size());
   const hsize_t n = local.size();
   H5Handle mem_space(GRIDLM_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
   if (n == 0) GRIDLM_H5_CHECK(H5Sselect_none(mem_space.get()));
-  H5Handle dxpl = collective_transfer();
-  GRIDLM_H5_CHECK(H5Dwrite(dset.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(),
+  H5Handle dxpl = transfer_list(Transfer::collective);
+  GRIDLM_H5_CHECK(H5Dwrite(dset.get(), H5Types<T>::memory(), mem_space.get(), file_space.get(),
                            dxpl.get(), local.data()));
 }
 
-std::uint64_t ParallelFile::dataset_size(const std::string& name) {
+std::uint64_t ParallelFile::dataset_size(const std::string& name) const {
   if (H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) <= 0) {
     throw Error(fmt::format("'{}' has no dataset '{}'; on {}", path_, name, where()));
   }
@@ -110,7 +169,9 @@ std::uint64_t ParallelFile::dataset_size(const std::string& name) {
   return dims;
 }
 
-void ParallelFile::read_floats(const std::string& name, std::uint64_t offset, Span<float> out) {
+template <class T>
+void ParallelFile::read(const std::string& name, std::uint64_t offset, Span<T> out,
+                        Transfer transfer) const {
   const std::uint64_t size = dataset_size(name);
   if (offset + out.size() > size) {
     throw Error(fmt::format("read of '{}' in '{}': range [{}, {}) is outside its {} elements; "
@@ -123,9 +184,43 @@ void ParallelFile::read_floats(const std::string& name, std::uint64_t offset, Sp
   const hsize_t n = out.size();
   H5Handle mem_space(GRIDLM_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
   if (n == 0) GRIDLM_H5_CHECK(H5Sselect_none(mem_space.get()));
-  H5Handle dxpl = collective_transfer();
-  GRIDLM_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(),
+  H5Handle dxpl = transfer_list(transfer);
+  GRIDLM_H5_CHECK(H5Dread(dset.get(), H5Types<T>::memory(), mem_space.get(), file_space.get(),
                           dxpl.get(), out.data()));
 }
+
+void ParallelFile::write_attribute(const std::string& object, const std::string& name,
+                                   std::int64_t value) {
+  H5Handle attr = scalar_attribute(file_.get(), object, name, H5T_STD_I64LE);
+  GRIDLM_H5_CHECK(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value));
+}
+
+void ParallelFile::write_attribute(const std::string& object, const std::string& name,
+                                   double value) {
+  H5Handle attr = scalar_attribute(file_.get(), object, name, H5T_IEEE_F64LE);
+  GRIDLM_H5_CHECK(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value));
+}
+
+void ParallelFile::write_attribute(const std::string& object, const std::string& name,
+                                   const std::string& value) {
+  H5Handle type(GRIDLM_H5_CHECK(H5Tcopy(H5T_C_S1)));
+  GRIDLM_H5_CHECK(H5Tset_size(type.get(), H5T_VARIABLE));
+  GRIDLM_H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8));
+  H5Handle attr = scalar_attribute(file_.get(), object, name, type.get());
+  const char* text = value.c_str();
+  GRIDLM_H5_CHECK(H5Awrite(attr.get(), type.get(), &text));
+}
+
+#define GRIDLM_PARALLEL_FILE_TYPES(T)                                                              \
+  template void ParallelFile::write<T>(const std::string&, std::uint64_t, std::uint64_t,           \
+                                       Span<const T>, std::uint64_t);                              \
+  template void ParallelFile::read<T>(const std::string&, std::uint64_t, Span<T>, Transfer) const;
+GRIDLM_PARALLEL_FILE_TYPES(float)
+GRIDLM_PARALLEL_FILE_TYPES(std::int32_t)
+GRIDLM_PARALLEL_FILE_TYPES(std::uint8_t)
+GRIDLM_PARALLEL_FILE_TYPES(std::uint16_t)
+GRIDLM_PARALLEL_FILE_TYPES(std::uint32_t)
+GRIDLM_PARALLEL_FILE_TYPES(std::uint64_t)
+#undef GRIDLM_PARALLEL_FILE_TYPES
 
 } // namespace gridlm::io

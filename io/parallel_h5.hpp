@@ -1,6 +1,6 @@
-// Collective parallel-HDF5 files over MPI-IO, and 1-D float datasets that each rank writes and
-// reads by hyperslab: the building block of sharded checkpoints and token datasets, where a
-// tensor is stored at its global shape whatever the layout that wrote it.
+// Collective parallel-HDF5 files over MPI-IO, and 1-D datasets that each rank writes and reads by
+// hyperslab: the building block of sharded checkpoints and token datasets, where a tensor or a
+// token stream is stored at its global size whatever the partition of ranks that wrote it.
 #pragma once
 
 #include <mpi.h>
@@ -16,24 +16,58 @@ namespace gridlm::io {
 // Silences HDF5's automatic error printing; GRIDLM_H5_CHECK reports errors instead. Idempotent.
 void quiet_hdf5_errors();
 
+// Whether a transfer is one collective operation (every rank of the file's communicator calls
+// it, each with its own range, possibly empty) or each rank's own.
+enum class Transfer { collective, independent };
+
+// Where part `part` of `parts` near-equal parts of [0, n) begins: floor(n * part / parts),
+// without overflow.
+inline std::uint64_t part_begin(std::uint64_t n, int part, int parts) {
+  const std::uint64_t p = std::uint64_t(part), q = std::uint64_t(parts);
+  return n / q * p + n % q * p / q;
+}
+
 class ParallelFile {
 public:
   // Collective over `comm`. create() truncates; open_read() fails with a clear error naming the
-  // path when it is missing or not HDF5.
+  // path when it is missing, not HDF5 or damaged. Both agree on failure across the ranks, so an
+  // error (even one rank's) is a CollectiveError on every rank rather than a hang in MPI-IO.
   static ParallelFile create(MPI_Comm comm, const std::string& path);
   static ParallelFile open_read(MPI_Comm comm, const std::string& path);
 
   const std::string& path() const { return path_; }
   hid_t id() const { return file_.get(); }
 
-  // Collective: writes `local` at [offset, offset + local.size()) of a dataset of `global_size`
-  // floats named `name` (created here).
+  // Collective: writes `local` at [offset, offset + local.size()) of a 1-D dataset of
+  // `global_size` elements named `name` (created here, with missing groups). T is float, int32,
+  // uint8, uint16, uint32 or uint64, stored little-endian at its own width. `chunk` > 0 stores
+  // the dataset in chunks of that many elements (extendible, so a shard can grow later).
+  template <class T>
+  void write(const std::string& name, std::uint64_t global_size, std::uint64_t offset,
+             Span<const T> local, std::uint64_t chunk = 0);
+  // Reads [offset, offset + out.size()) of 1-D dataset `name`, converting to T. Checks the
+  // range.
+  template <class T>
+  void read(const std::string& name, std::uint64_t offset, Span<T> out,
+            Transfer transfer = Transfer::collective) const;
+
   void write_floats(const std::string& name, std::uint64_t global_size, std::uint64_t offset,
-                    Span<const float> local);
-  // Collective: reads [offset, offset + out.size()) of dataset `name`. Checks the range.
-  void read_floats(const std::string& name, std::uint64_t offset, Span<float> out);
+                    Span<const float> local) {
+    write(name, global_size, offset, local);
+  }
+  void read_floats(const std::string& name, std::uint64_t offset, Span<float> out) const {
+    read(name, offset, out);
+  }
   // Number of elements of 1-D dataset `name`.
-  std::uint64_t dataset_size(const std::string& name);
+  std::uint64_t dataset_size(const std::string& name) const;
+
+  // Collective (every rank passes the same value): a scalar attribute of the object at
+  // `object` ("/" for the file). Integers are stored as int64, text as a UTF-8 variable-length
+  // string, which h5py reads as str.
+  void write_attribute(const std::string& object, const std::string& name, std::int64_t value);
+  void write_attribute(const std::string& object, const std::string& name, double value);
+  void write_attribute(const std::string& object, const std::string& name,
+                       const std::string& value);
 
   // Closes the file collectively (also done by the destructor).
   void close() { file_.reset(); }

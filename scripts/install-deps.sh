@@ -13,6 +13,7 @@ packages=(
   libopenblas-dev libopenblas0-pthread
   libgtest-dev libgmock-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
+  libsentencepiece-dev
   python3 python3-torch python3-h5py python3-numpy
 )
 

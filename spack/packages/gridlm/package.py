@@ -28,6 +28,7 @@ class Gridlm(CMakePackage, CudaPackage):
     depends_on("tomlplusplus@3:")
     depends_on("nlohmann-json@3:")
     depends_on("fmt@8:")
+    depends_on("sentencepiece")
     depends_on("googletest", type="build", when="+tests")
     depends_on("nccl", when="+nccl")
     depends_on("kokkos+cuda+wrapper", when="+cuda")

@@ -1,0 +1,121 @@
+// SentencePiece behind io::Tokenizer: loading, encoding, decoding and BPE training.
+#include "io/tokenizer.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::io {
+namespace {
+
+// Pulls training texts from a callback: SentencePiece asks for them one at a time, so a corpus
+// larger than memory streams through while SentencePiece keeps its own sample.
+class CallbackSentences final : public sentencepiece::SentenceIterator {
+public:
+  explicit CallbackSentences(const std::function<bool(std::string&)>& next) : next_(next) {
+    Next();
+  }
+  bool done() const override { return done_; }
+  void Next() override { done_ = !next_(value_); }
+  const std::string& value() const override { return value_; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+private:
+  const std::function<bool(std::string&)>& next_;
+  std::string value_;
+  bool done_ = false;
+};
+
+} // namespace
+
+Tokenizer Tokenizer::from_bytes(std::string model, const std::string& origin) {
+  auto sp = std::make_shared<sentencepiece::SentencePieceProcessor>();
+  const auto status = sp->LoadFromSerializedProto(model);
+  if (!status.ok() || sp->GetPieceSize() <= 0) {
+    throw Error(fmt::format("{} is not a SentencePiece model ({}); give a .model file that "
+                            "SentencePiece wrote, or prepare the dataset again",
+                            origin, status.ok() ? "it has no pieces" : status.ToString()));
+  }
+  Tokenizer t;
+  t.sp_ = std::move(sp);
+  t.bytes_ = std::move(model);
+  t.origin_ = origin;
+  return t;
+}
+
+Tokenizer Tokenizer::from_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("cannot read tokenizer model '{}': no such file", path));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return from_bytes(bytes.str(), fmt::format("'{}'", path));
+}
+
+int Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+int Tokenizer::bos_id() const { return sp_->bos_id(); }
+int Tokenizer::eos_id() const { return sp_->eos_id(); }
+int Tokenizer::unk_id() const { return sp_->unk_id(); }
+int Tokenizer::pad_id() const { return sp_->pad_id(); }
+
+void Tokenizer::encode(std::string_view text, std::vector<int>& out) const {
+  std::vector<int> ids;
+  const auto status = sp_->Encode(text, &ids);
+  if (!status.ok()) {
+    throw Error(fmt::format("tokenizer from {} cannot encode a text of {} bytes: {}", origin_,
+                            text.size(), status.ToString()));
+  }
+  out.insert(out.end(), ids.begin(), ids.end());
+}
+
+std::string Tokenizer::decode(const std::vector<int>& ids) const {
+  std::string text;
+  const auto status = sp_->Decode(ids, &text);
+  if (!status.ok()) {
+    throw Error(fmt::format("tokenizer from {} cannot decode {} ids: {}", origin_, ids.size(),
+                            status.ToString()));
+  }
+  return text;
+}
+
+std::string Tokenizer::piece(int id) const {
+  if (id < 0 || id >= vocab_size()) {
+    throw Error(fmt::format("token id {} is outside the vocabulary of {} (tokenizer from {})", id,
+                            vocab_size(), origin_));
+  }
+  return sp_->IdToPiece(id);
+}
+
+Tokenizer train_bpe(const BpeTrainingOptions& o, const std::function<bool(std::string&)>& next) {
+  // SentencePiece's defaults normalise text (NFKC, collapsed spaces) and drop line breaks; a
+  // language model's text should come back exactly as it went in.
+  const std::unordered_map<std::string, std::string> args = {
+      {"model_type", "bpe"},
+      {"vocab_size", std::to_string(o.vocab_size)},
+      {"normalization_rule_name", "identity"},
+      {"remove_extra_whitespaces", "false"},
+      {"user_defined_symbols", "\n"},
+      {"byte_fallback", o.byte_fallback ? "true" : "false"},
+      {"input_sentence_size", std::to_string(o.max_sentences)},
+      {"shuffle_input_sentence", "true"},
+      {"max_sentence_length", std::to_string(o.max_sentence_bytes)},
+      {"num_threads", "1"}, // deterministic, and the cores belong to the other ranks
+      {"minloglevel", "2"}, // gridlm reports progress itself
+  };
+  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o.seed));
+  CallbackSentences sentences(next);
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &sentences, &model);
+  if (!status.ok()) {
+    throw Error(fmt::format("training the tokenizer (SentencePiece BPE, vocabulary {}) failed: {}",
+                            o.vocab_size, status.ToString()));
+  }
+  return Tokenizer::from_bytes(std::move(model), "the tokenizer just trained");
+}
+
+} // namespace gridlm::io
