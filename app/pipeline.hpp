@@ -67,6 +67,8 @@ public:
   double evaluate(const Samples& samples);
 
   std::vector<std::unique_ptr<layers::GPT>>& chunks() { return chunks_; }
+  // Whether this rank's chunks take tokens (the first virtual stage) or targets (the last).
+  bool needs_tokens() const { return stage_ == 0 || stage_ == (Q_ - 1) % p_; }
   // Blocks per virtual stage.
   const std::vector<int>& stage_blocks() const { return blocks_; }
   // Squared global gradient norm over pp and tp, each tensor counted once.

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/h5_file.hpp"
+#include "io/prefetcher.hpp"
 #include "io/synthetic_source.hpp"
 #include "io/token_dataset.hpp"
 #include "layers/adamw.hpp"
@@ -259,17 +260,40 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   }
 
   // Validation: the same held-out samples every time, split over the replicas, loss averaged.
-  auto validate = [&] {
-    auto valid_samples = [&](int micro, std::vector<std::int32_t>& seq) {
+  // They are few: read once now, before the prefetch thread takes the file over.
+  const bool reads_tokens = pipe.needs_tokens();
+  const std::size_t sample_tokens = std::size_t(T) + 1;
+  std::vector<std::int32_t> valid_tokens;
+  if (tc.eval_every > 0 && reads_tokens) {
+    valid_tokens.resize(std::size_t(tc.eval_batches) * std::size_t(B) * sample_tokens);
+    for (int micro = 0; micro < tc.eval_batches; ++micro) {
       const std::uint64_t at =
           valid_base + (std::uint64_t(micro) * dp + replica) * std::uint64_t(B);
-      for (int b = 0; b < B; ++b)
-        valid.sample(seq.data() + std::size_t(b) * (T + 1), at + b, T + 1);
+      for (int b = 0; b < B; ++b) {
+        valid.sample(valid_tokens.data() + (std::size_t(micro) * B + b) * sample_tokens, at + b,
+                     T + 1);
+      }
+    }
+  }
+  auto validate = [&] {
+    auto valid_samples = [&](int micro, std::vector<std::int32_t>& seq) {
+      const auto from =
+          valid_tokens.begin() + std::ptrdiff_t(std::size_t(micro) * B * sample_tokens);
+      std::copy(from, from + std::ptrdiff_t(B * sample_tokens), seq.begin());
     };
     std::vector<double> loss{pipe.evaluate(valid_samples)};
     if (dp > 1) dp_comm->all_reduce(Span<double>(loss));
     return loss[0] / dp;
   };
+  // Training batches are read ahead on a background thread (on the ranks whose stages take
+  // tokens): batch n = step x accum + micro holds samples ((n x dp + replica) x B ...).
+  std::unique_ptr<io::Prefetcher> prefetch;
+  if (reads_tokens) {
+    prefetch = std::make_unique<io::Prefetcher>(
+        *source,
+        [dp, replica, B](long n) { return (std::uint64_t(n) * dp + replica) * std::uint64_t(B); },
+        B, T + 1, 2 * accum, accum);
+  }
 
   const double flops_per_step = layers::flops_per_token(mc) * double(B) * T * accum * dp;
   const double tokens_per_step = double(B) * T * accum * dp;
@@ -281,12 +305,9 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     const double comm_before = pipe.comm_seconds();
     for (auto& chunk : pipe.chunks())
       chunk->zero_grad();
+    const double data_wait_before = prefetch ? prefetch->waited() : 0.0;
     auto samples = [&](int micro, std::vector<std::int32_t>& seq) {
-      const std::uint64_t first_sample =
-          ((std::uint64_t(step) * accum + micro) * dp + replica) * std::uint64_t(B);
-      for (int b = 0; b < B; ++b) {
-        source->sample(seq.data() + std::size_t(b) * (T + 1), first_sample + b, T + 1);
-      }
+      seq = prefetch->get(long(step) * accum + micro);
       if (dump) ref.batches.insert(ref.batches.end(), seq.begin(), seq.end());
     };
     std::vector<double> micro_losses;
@@ -323,6 +344,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     trace.add(TraceKind::optimizer, optimizer_start, steady_seconds());
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const double step_comm = pipe.comm_seconds() - comm_before;
+    const double data_wait = prefetch ? prefetch->waited() - data_wait_before : 0.0;
     const double rate = tokens_per_step / seconds;
     if (step > 0) rates.push_back(rate);
     const double mfu = flops_per_step / seconds / (tc.peak_gflops * 1e9 * grid.size());
@@ -351,7 +373,8 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
                          {"tokens_per_s", rate},
                          {"ms_per_step", seconds * 1e3},
                          {"mfu", mfu},
-                         {"comm_wait_ms", step_comm * 1e3}};
+                         {"comm_wait_ms", step_comm * 1e3},
+                         {"data_wait_ms", data_wait * 1e3}};
         if (std::isfinite(val_loss)) j["val_loss"] = val_loss;
         if (grid.layout().pp > 1) {
           j["bubble"] = pipe.last_timing().bubble;
@@ -381,6 +404,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
     std::sort(rates.begin(), rates.end());
     result.tokens_per_s = rates[rates.size() / 2];
   }
+  prefetch.reset(); // HDF5 is not thread-safe: the reader thread ends before files are written
   if (!config.output.weights.empty()) {
     const std::string path = config.output.dir + "/" + config.output.weights;
     write_weights(path, pipe, config, tp_comm.get(), grid, tokenizer_bytes);

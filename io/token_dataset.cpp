@@ -278,8 +278,15 @@ TokenDataset::TokenDataset(MPI_Comm comm, const std::string& path,
                               options.sample_length));
     }
     order_.emplace((tokens_ - 1) / std::uint64_t(options.sample_length - 1), options.seed);
+    // Sample reads go through a second, POSIX (sec2) handle of this rank's own: they need no
+    // MPI, so a prefetch thread may make them while the main thread communicates.
+    local_file_ = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    if (!local_file_) {
+      throw Error(fmt::format("cannot open '{}' for reading samples (HDF5 says: {}); on {}", path,
+                              detail::h5_error_detail(), where()));
+    }
     tokens_dataset_ =
-        H5Handle(GRIDLM_H5_CHECK(H5Dopen2(file_->id(), tokens_name_.c_str(), H5P_DEFAULT)));
+        H5Handle(GRIDLM_H5_CHECK(H5Dopen2(local_file_.get(), tokens_name_.c_str(), H5P_DEFAULT)));
   });
   if (options.check_token_ids) check_token_ids(comm);
 }

@@ -56,7 +56,8 @@ public:
 
   int vocab_size() const override { return int(info_.vocab_size); }
   // Sample at global cursor `index` (any value: epochs follow one another). Reads from the
-  // file on this rank alone.
+  // file on this rank alone, through a POSIX handle: no MPI call, so a prefetch thread may read
+  // (HDF5 itself is not thread-safe: one thread at a time).
   void sample(std::int32_t* out, std::uint64_t index, int length) const override;
   std::string describe() const override;
 
@@ -80,8 +81,9 @@ private:
 
   TokenDatasetOptions options_;
   DatasetInfo info_;
-  std::optional<ParallelFile> file_;
-  H5Handle tokens_dataset_;
+  std::optional<ParallelFile> file_; // MPI-IO: collective validation
+  H5Handle local_file_;              // sec2: this rank's sample reads, no MPI involved
+  H5Handle tokens_dataset_;          // in local_file_
   std::string tokens_name_, offsets_name_;
   std::uint64_t tokens_ = 0, documents_ = 0;
   std::optional<SampleOrder> order_;
