@@ -211,12 +211,16 @@ void run(const PrepareDataCommand& cmd) {
                   "rank%s\n",
                   cmd.synthetic_documents, cmd.seed, size, size == 1 ? "" : "s");
     } else {
+      std::string skipped;
+      if (!corpus.skipped.empty()) {
+        skipped += fmt::format(" ({} binary files skipped)", corpus.skipped.size());
+      }
+      if (!corpus.repeats.empty()) {
+        skipped += fmt::format(" ({} paths to files already read skipped)", corpus.repeats.size());
+      }
       std::printf("gridlm prepare-data: %zu files, %s, documents by %s, on %d rank%s%s\n",
                   corpus.files.size(), decimal_bytes(double(corpus.bytes)).c_str(),
-                  cmd.documents.c_str(), size, size == 1 ? "" : "s",
-                  corpus.skipped.empty()
-                      ? ""
-                      : fmt::format(" ({} binary files skipped)", corpus.skipped.size()).c_str());
+                  cmd.documents.c_str(), size, size == 1 ? "" : "s", skipped.c_str());
     }
     std::fflush(stdout);
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -81,8 +82,14 @@ const char* document_mode_name(DocumentMode mode) {
 
 Corpus find_corpus(const std::vector<std::string>& inputs) {
   Corpus corpus;
+  std::set<fs::path> seen; // canonical paths: a file reached twice is read once
   auto add = [&](const fs::path& p) {
     std::error_code ec;
+    const fs::path real = fs::canonical(p, ec);
+    if (!ec && !seen.insert(real).second) {
+      corpus.repeats.push_back(p.string());
+      return;
+    }
     const std::uint64_t size = fs::file_size(p, ec);
     if (ec) throw Error(fmt::format("cannot read input '{}': {}", p.string(), ec.message()));
     corpus.files.push_back({p.string(), size, is_jsonl(p)});

@@ -32,6 +32,7 @@ struct Corpus {
   std::vector<CorpusFile> files;
   std::uint64_t bytes = 0;
   std::vector<std::string> skipped; // files found in directories that look binary
+  std::vector<std::string> repeats; // paths naming a file already read (links, repeated input)
 };
 
 // Each input is a file, or a directory searched recursively in name order, where hidden

@@ -5,10 +5,24 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 namespace gridlm::layers {
 
 KokkosRuntime::KokkosRuntime(int& argc, char** argv) {
-  if (!Kokkos::is_initialized()) Kokkos::initialize(argc, argv);
+  if (Kokkos::is_initialized()) return;
+  // Kokkos takes only its own --kokkos-* arguments: it would answer a plain --help with its
+  // own page, in front of gridlm's. Those are removed from argv, as Kokkos would do.
+  std::vector<char*> mine{argv[0]}, rest{argv[0]};
+  for (int i = 1; i < argc; ++i)
+    (std::strncmp(argv[i], "--kokkos-", 9) == 0 ? mine : rest).push_back(argv[i]);
+  int n = int(mine.size());
+  Kokkos::initialize(n, mine.data());
+  argc = int(rest.size());
+  std::copy(rest.begin(), rest.end(), argv);
+  argv[argc] = nullptr;
 }
 
 KokkosRuntime::~KokkosRuntime() {

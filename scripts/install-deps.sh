@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
   libsentencepiece-dev
+  fortunes
   python3 python3-torch python3-h5py python3-numpy
 )
 
