@@ -1,6 +1,9 @@
 // MPI backend: every operation is posted non-blocking; Request::wait() completes it.
 #include "parallel/comm_mpi.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 #include <climits>
 
 #include <fmt/format.h>
@@ -25,7 +28,32 @@ private:
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
-MPI_Op mpi_op(ReduceOp op) {
+// MPICH 4.0 (Debian 12's) compares MPI_UINT64_T as signed in MPI_MAX and MPI_MIN, so values
+// past 2^63 lose to small ones (a test shows it). Unsigned 64-bit max and min go through these
+// user-defined operations instead.
+template <bool max>
+void u64_extreme(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint64_t*>(in);
+  auto* b = static_cast<std::uint64_t*>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = max ? std::max(a[i], b[i]) : std::min(a[i], b[i]);
+}
+
+MPI_Op mpi_op(ReduceOp op, DType type) {
+  if (type == DType::u64 && op != ReduceOp::sum) {
+    // Created once, on first use (MPI is initialised by then), and kept until MPI_Finalize.
+    static MPI_Op u64_max = [] {
+      MPI_Op o = MPI_OP_NULL;
+      GRIDLM_MPI_CHECK(MPI_Op_create(&u64_extreme<true>, 1, &o));
+      return o;
+    }();
+    static MPI_Op u64_min = [] {
+      MPI_Op o = MPI_OP_NULL;
+      GRIDLM_MPI_CHECK(MPI_Op_create(&u64_extreme<false>, 1, &o));
+      return o;
+    }();
+    return op == ReduceOp::max ? u64_max : u64_min;
+  }
   switch (op) {
   case ReduceOp::sum: return MPI_SUM;
   case ReduceOp::max: return MPI_MAX;
@@ -66,12 +94,12 @@ Request MpiComm::start_all_reduce(const void* in, void* out, std::size_t count, 
   const void* send = in == out ? MPI_IN_PLACE : in;
   const int n = mpi_count(count, "all_reduce");
   if (mode == Mode::blocking) {
-    GRIDLM_MPI_CHECK(MPI_Allreduce(send, out, n, mpi_datatype(type), mpi_op(op), *comm_));
+    GRIDLM_MPI_CHECK(MPI_Allreduce(send, out, n, mpi_datatype(type), mpi_op(op, type), *comm_));
     return Request();
   }
   auto req = std::make_unique<MpiRequest>();
   GRIDLM_MPI_CHECK(
-      MPI_Iallreduce(send, out, n, mpi_datatype(type), mpi_op(op), *comm_, req->handle()));
+      MPI_Iallreduce(send, out, n, mpi_datatype(type), mpi_op(op, type), *comm_, req->handle()));
   return Request(std::move(req));
 }
 
@@ -79,12 +107,13 @@ Request MpiComm::start_reduce_scatter(const void* in, void* out, std::size_t cou
                                       DType type, ReduceOp op, Mode mode) {
   const int n = mpi_count(count_per_rank, "reduce_scatter");
   if (mode == Mode::blocking) {
-    GRIDLM_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op), *comm_));
+    GRIDLM_MPI_CHECK(
+        MPI_Reduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op, type), *comm_));
     return Request();
   }
   auto req = std::make_unique<MpiRequest>();
-  GRIDLM_MPI_CHECK(
-      MPI_Ireduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op), *comm_, req->handle()));
+  GRIDLM_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op, type),
+                                             *comm_, req->handle()));
   return Request(std::move(req));
 }
 

@@ -59,6 +59,31 @@ TEST(MpiComm, AllReduceOutOfPlaceOtherTypes) {
   EXPECT_DOUBLE_EQ(d[0], 0.25 * n * (n - 1));
 }
 
+// Debian's MPICH 4.0 compares MPI_UINT64_T as signed in MPI_MAX / MPI_MIN; values past 2^63
+// show whether Comm gets unsigned order right anyway.
+TEST(MpiComm, UnsignedMaxAndMinPast2To63) {
+  MpiComm c = world_comm();
+  const std::uint64_t big = (std::uint64_t(1) << 63) + std::uint64_t(c.rank());
+  std::vector<std::uint64_t> mx{big, 5}, mn{big, std::uint64_t(5 + c.rank())};
+  c.all_reduce(Span<std::uint64_t>(mx), ReduceOp::max);
+  c.all_reduce(Span<std::uint64_t>(mn), ReduceOp::min);
+  EXPECT_EQ(mx[0], (std::uint64_t(1) << 63) + std::uint64_t(c.size() - 1));
+  EXPECT_EQ(mx[1], 5u);
+  EXPECT_EQ(mn[0], std::uint64_t(1) << 63);
+  EXPECT_EQ(mn[1], 5u);
+  std::vector<std::uint64_t> nb{big};
+  c.iall_reduce(Span<std::uint64_t>(nb), ReduceOp::max).wait();
+  EXPECT_EQ(nb[0], (std::uint64_t(1) << 63) + std::uint64_t(c.size() - 1));
+  // Small on rank 0, past 2^63 elsewhere: a signed comparison takes 1 for the largest.
+  std::vector<std::uint64_t> mixed{c.rank() == 0 ? 1u : big}, low{mixed[0]};
+  c.all_reduce(Span<std::uint64_t>(mixed), ReduceOp::max);
+  c.all_reduce(Span<std::uint64_t>(low), ReduceOp::min);
+  if (c.size() > 1) {
+    EXPECT_EQ(mixed[0], (std::uint64_t(1) << 63) + std::uint64_t(c.size() - 1));
+    EXPECT_EQ(low[0], 1u);
+  }
+}
+
 TEST(MpiComm, ReduceScatterGivesEachRankItsBlock) {
   MpiComm c = world_comm();
   const int n = c.size(), r = c.rank(), per = 3;
