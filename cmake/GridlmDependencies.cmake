@@ -53,6 +53,6 @@ else()
 endif()
 add_library(gridlm::sentencepiece ALIAS gridlm_sentencepiece)
 
-if(GRIDLM_BUILD_TESTS)
+if(GRIDLM_BUILD_TESTS AND NOT GRIDLM_BUILD_FUZZ)
   find_package(GTest REQUIRED)
 endif()

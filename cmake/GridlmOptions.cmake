@@ -2,7 +2,8 @@
 # -D variable, so -DGRIDLM_ENABLE_CUAD=ON would quietly build without CUDA. We refuse instead.
 set(_gridlm_known_options
   GRIDLM_ENABLE_CUDA GRIDLM_ENABLE_NCCL GRIDLM_WARNINGS_AS_ERRORS GRIDLM_BUILD_TESTS
-  GRIDLM_BUILD_BENCH GRIDLM_MAX_TEST_RANKS GRIDLM_CUDA_ARCHITECTURES GRIDLM_NATIVE_ARCH)
+  GRIDLM_BUILD_BENCH GRIDLM_MAX_TEST_RANKS GRIDLM_CUDA_ARCHITECTURES GRIDLM_NATIVE_ARCH
+  GRIDLM_BUILD_FUZZ GRIDLM_FUZZ_SECONDS)
 
 option(GRIDLM_ENABLE_CUDA "Build the CUDA device code (needs nvcc)" OFF)
 option(GRIDLM_ENABLE_NCCL "Build the NCCL communication backend (needs CUDA)" OFF)
@@ -10,8 +11,12 @@ option(GRIDLM_WARNINGS_AS_ERRORS "Treat compiler warnings as errors (CI builds)"
 option(GRIDLM_BUILD_TESTS "Build the GoogleTest suite and register it in CTest" ON)
 option(GRIDLM_BUILD_BENCH "Build the benchmarks under bench/" ON)
 option(GRIDLM_NATIVE_ARCH "Compile for this machine's CPU (-march=native); off for portable binaries" ON)
+option(GRIDLM_BUILD_FUZZ
+  "Fuzz build (clang): only the libraries the fuzz targets reach, with ASan, UBSan and libFuzzer"
+  OFF)
 set(GRIDLM_MAX_TEST_RANKS 8 CACHE STRING "Largest rank count MPI tests are registered at")
 set(GRIDLM_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to compile for")
+set(GRIDLM_FUZZ_SECONDS 60 CACHE STRING "How long CTest runs each libFuzzer target (fuzz build)")
 
 get_cmake_property(_gridlm_cache_vars CACHE_VARIABLES)
 foreach(_var IN LISTS _gridlm_cache_vars)
@@ -25,7 +30,7 @@ foreach(_var IN LISTS _gridlm_cache_vars)
 endforeach()
 
 foreach(_opt GRIDLM_ENABLE_CUDA GRIDLM_ENABLE_NCCL GRIDLM_WARNINGS_AS_ERRORS GRIDLM_BUILD_TESTS
-             GRIDLM_BUILD_BENCH GRIDLM_NATIVE_ARCH)
+             GRIDLM_BUILD_BENCH GRIDLM_NATIVE_ARCH GRIDLM_BUILD_FUZZ)
   string(TOUPPER "${${_opt}}" _val)
   if(NOT _val MATCHES "^(ON|OFF|TRUE|FALSE|YES|NO|1|0)$")
     message(FATAL_ERROR "-D${_opt}=${${_opt}} is not a switch: use ON or OFF.")
@@ -34,6 +39,15 @@ endforeach()
 
 if(NOT GRIDLM_MAX_TEST_RANKS MATCHES "^[1-9][0-9]*$")
   message(FATAL_ERROR "-DGRIDLM_MAX_TEST_RANKS=${GRIDLM_MAX_TEST_RANKS} must be a positive integer.")
+endif()
+
+if(NOT GRIDLM_FUZZ_SECONDS MATCHES "^[1-9][0-9]*$")
+  message(FATAL_ERROR "-DGRIDLM_FUZZ_SECONDS=${GRIDLM_FUZZ_SECONDS} must be a positive integer.")
+endif()
+
+if(GRIDLM_BUILD_FUZZ AND GRIDLM_ENABLE_CUDA)
+  message(FATAL_ERROR "-DGRIDLM_BUILD_FUZZ=ON is a build of its own (scripts/build.sh fuzz): "
+                      "configure it without -DGRIDLM_ENABLE_CUDA=ON.")
 endif()
 
 if(GRIDLM_ENABLE_NCCL AND NOT GRIDLM_ENABLE_CUDA)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gridlm needs to build, test and run on one machine.
 # Idempotent: quiet and quick when everything is already present. python3-torch is the
-# PyTorch reference the tests and benchmarks compare with (run as /usr/bin/python3). On anything but
-# Debian/Ubuntu it stops and points at the Spack recipe, which is how clusters install gridlm.
+# PyTorch reference the tests and benchmarks compare with (run as /usr/bin/python3). clang and
+# libclang-rt-dev (libFuzzer and the sanitizer runtimes, only recommended by clang) are for the
+# fuzz build (scripts/build.sh fuzz). On anything but Debian/Ubuntu it stops and points at the
+# Spack recipe, which is how clusters install gridlm.
 set -euo pipefail
 
 packages=(
@@ -16,6 +18,7 @@ packages=(
   libsentencepiece-dev
   fortunes
   python3 python3-torch python3-h5py python3-numpy
+  clang libclang-rt-dev
 )
 
 if [[ ! -r /etc/debian_version ]] || ! command -v apt-get >/dev/null; then

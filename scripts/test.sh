@@ -3,6 +3,8 @@
 # configuration and runs every CTest test (unit, MPI at 1-8 ranks, command line, repository
 # checks), after building the CUDA + NCCL configuration too, to prove it compiles and links. Its GPU
 # tests need a GPU and are not run here (ctest -L gpu in build-cuda/ runs them on a GPU node).
+# Last, the fuzz build (clang): the dataset reader's fuzz target runs under libFuzzer for a
+# minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -23,3 +25,15 @@ fi
 # 8 ranks oversubscribe 2 cores; tests stay correct, only slower.
 ctest --test-dir build --output-on-failure --parallel "$(nproc)" -LE gpu
 
+# The fuzz target of the dataset reader (tests/fuzz), under libFuzzer, ASan and UBSan for
+# GRIDLM_FUZZ_SECONDS (60 unless configured otherwise), after half a minute to build (2 cores).
+if command -v clang++ >/dev/null; then
+  echo "test.sh: building the fuzz configuration and fuzzing (build-fuzz/)"
+  bash scripts/build.sh fuzz
+  ctest --test-dir build-fuzz --output-on-failure -L fuzz
+elif [[ ${CI:-} == true ]]; then
+  echo "test.sh: CI needs the fuzz build, but there is no clang++" >&2
+  exit 1
+else
+  echo "test.sh: no clang++: fuzz target not run (its replay test in build/ checked the seeds)"
+fi

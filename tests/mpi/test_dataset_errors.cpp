@@ -231,3 +231,21 @@ TEST_F(DatasetErrors, NoValidationSplit) {
   test::remove_on_rank0(path_);
   path_ = good;
 }
+
+// Found by the fuzz target of read_dataset_info (tests/fuzz): a link where a dataset belongs
+// that leads to no object was reported as a failed HDF5 call, naming neither file nor dataset.
+TEST_F(DatasetErrors, LinkThatLeadsNowhere) {
+  edit([](hid_t f) {
+    H5Ldelete(f, "/valid/tokens", H5P_DEFAULT);
+    H5Lcreate_soft("/valid/elsewhere", f, "/valid/tokens", H5P_DEFAULT, H5P_DEFAULT);
+  });
+  std::string msg = open_error();
+  EXPECT_TRUE(has(msg, "has '/valid/tokens', a link that leads to no object")) << msg;
+  edit([](hid_t f) {
+    H5Ldelete(f, "/tokens", H5P_DEFAULT);
+    H5Lcreate_external("/nonexistent/shard-000.h5", "/tokens", f, "/tokens", H5P_DEFAULT,
+                       H5P_DEFAULT);
+  });
+  msg = open_error();
+  EXPECT_TRUE(has(msg, "has '/tokens', a link that leads to no object")) << msg;
+}
