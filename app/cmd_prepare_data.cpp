@@ -265,13 +265,7 @@ void run(const PrepareDataCommand& cmd) {
   });
   const double tokenize_seconds = progress.finish();
 
-  io::DatasetHeader header;
-  header.vocab_size = tokenizer.vocab_size();
-  header.bos_id = tokenizer.bos_id();
-  header.eos_id = tokenizer.eos_id();
-  header.unk_id = tokenizer.unk_id();
-  header.pad_id = tokenizer.pad_id();
-  header.tokenizer_model = model;
+  io::DatasetHeader header = io::header_for_tokenizer(tokenizer);
   header.tokenizer = description;
   header.created_by = cmd.command_line;
   header.valid_fraction = cmd.valid_fraction;

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "app/int_list.hpp"
 #include "app/sampler.hpp"
 #include "app/weights_file.hpp"
 #include "io/token_dataset.hpp"
@@ -29,23 +29,20 @@ struct SampleCommand {
 };
 
 std::vector<std::int32_t> parse_ids(const std::string& text) {
+  std::string bad;
+  const auto numbers = parse_int_list(text, &bad);
   std::vector<std::int32_t> ids;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    std::size_t used = 0;
-    long v = -1;
-    try {
-      v = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < 0 || v > (1l << 30)) {
-      throw Error(fmt::format("--prompt-ids '{}': '{}' is not a token id; give ids such as "
-                              "'3,17,5'",
-                              text, item));
+  for (long v : numbers.value_or(std::vector<long>{})) {
+    if (v < 0 || v > (1l << 30)) {
+      bad = std::to_string(v);
+      break;
     }
     ids.push_back(std::int32_t(v));
+  }
+  if (!numbers || !bad.empty()) {
+    throw Error(fmt::format("--prompt-ids '{}': '{}' is not a token id; give ids such as "
+                            "'3,17,5'",
+                            text, bad));
   }
   if (ids.empty()) throw Error("--prompt-ids is empty; give at least one token id");
   return ids;

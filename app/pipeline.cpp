@@ -18,8 +18,6 @@ namespace {
 using Buffer = Kokkos::View<float*>;
 using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
-double now() { return steady_seconds(); }
-
 TraceKind trace_kind(parallel::OpKind k) {
   return k == parallel::OpKind::F   ? TraceKind::forward
          : k == parallel::OpKind::B ? TraceKind::backward
@@ -74,7 +72,7 @@ Pipeline::Pipeline(const layers::ModelConfig& model, int B, int T, const paralle
 
 double Pipeline::step(const Samples& samples, float loss_weight, float* first_logits,
                       std::vector<double>* micro_losses) {
-  const double step_start = now();
+  const double step_start = steady_seconds();
   TraceRecorder* trace =
       options_.trace != nullptr && options_.trace->on() ? options_.trace : nullptr;
   const OpsResult r = run_ops(schedule_, samples, loss_weight, first_logits, micro_losses, trace);
@@ -134,7 +132,7 @@ Pipeline::OpsResult Pipeline::run_ops(const parallel::Schedule& schedule, const 
   std::vector<std::int32_t> seq(std::size_t(B_) * (T_ + 1)), x(static_cast<std::size_t>(N)),
       y(static_cast<std::size_t>(N));
   OpsResult r;
-  r.last_end = now();
+  r.last_end = steady_seconds();
   r.op_seconds.assign(std::size_t(3 * v_), 0.0); // per chunk: F, B, W
   r.op_count.assign(std::size_t(3 * v_), 0);
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -149,13 +147,13 @@ Pipeline::OpsResult Pipeline::run_ops(const parallel::Schedule& schedule, const 
       deferred.clear();
       if (t.recv_from >= 0 && t.recv_from != stage_) post_receive(t.recv_from, t.recv_tag);
     }
-    const double wait_start = now();
+    const double wait_start = steady_seconds();
     Buffer input;
     if (t.recv_from >= 0) {
       if (t.recv_from != stage_) pending.at(t.recv_tag).wait();
       input = inbox.at(t.recv_tag);
     }
-    const double op_start = now();
+    const double op_start = steady_seconds();
     comm_seconds_ += op_start - wait_start;
     if (trace != nullptr && op_start - wait_start > 5e-6) {
       trace->add(TraceKind::wait, wait_start, op_start, op.micro, op.chunk);
@@ -212,7 +210,7 @@ Pipeline::OpsResult Pipeline::run_ops(const parallel::Schedule& schedule, const 
     while (!sends.empty() && sends.front().first.test())
       sends.pop_front();
     Kokkos::fence();
-    r.last_end = now();
+    r.last_end = steady_seconds();
     r.busy += r.last_end - op_start;
     const std::size_t k = std::size_t(3 * op.chunk + static_cast<int>(op.kind));
     r.op_seconds[k] += r.last_end - op_start;

@@ -2,10 +2,12 @@
 // contiguous splits, exact for the cost estimate).
 #include "app/stage_layout.hpp"
 
+#include "app/int_list.hpp"
+
 #include <algorithm>
+#include <climits>
 #include <limits>
 #include <numeric>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -103,22 +105,19 @@ std::vector<int> plan_stage_blocks(const layers::ModelConfig& m, int Q, const st
   } else if (layout == "balanced") {
     blocks = balanced(m, Q);
   } else {
-    std::stringstream in(layout);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-      std::size_t used = 0;
-      int n = -1;
-      try {
-        n = std::stoi(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
+    std::string bad;
+    const auto counts = parse_int_list(layout, &bad);
+    for (long n : counts.value_or(std::vector<long>{})) {
+      if (n < INT_MIN || n > INT_MAX) {
+        bad = std::to_string(n);
+        break;
       }
-      if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos) {
-        throw Error(fmt::format("parallel.stage_layout = '{}': '{}' is not a block count; use "
-                                "'uniform', 'balanced' or counts such as '3,4,4,3'",
-                                layout, item));
-      }
-      blocks.push_back(n);
+      blocks.push_back(int(n));
+    }
+    if (!counts || !bad.empty()) {
+      throw Error(fmt::format("parallel.stage_layout = '{}': '{}' is not a block count; use "
+                              "'uniform', 'balanced' or counts such as '3,4,4,3'",
+                              layout, bad));
     }
     if (int(blocks.size()) != Q) {
       throw Error(fmt::format("parallel.stage_layout = '{}' names {} stages, but parallel.pp x "

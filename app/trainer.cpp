@@ -183,8 +183,10 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
   pipe_options.trace = &trace;
   pipe_options.eval_micro_batches = tc.eval_batches;
   // The same path for every layout: one rank is a one-stage pipeline.
+  // Over MPI, the pipeline's own MPI pp communicator carries the transfers too.
   Pipeline pipe(mc, B, T, grid, schedule, tp_comm.get(), pipe_options,
-                make_axis_comm(grid, parallel::Axis::pp, pp_backend));
+                pp_backend == "mpi" ? nullptr
+                                    : make_axis_comm(grid, parallel::Axis::pp, pp_backend));
   std::vector<std::unique_ptr<layers::AdamW>> optimizers;
   layers::MemoryReport mem;
   std::size_t local_params = 0;

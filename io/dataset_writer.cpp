@@ -14,6 +14,17 @@
 #include "parallel/mpi_check.hpp"
 
 namespace gridlm::io {
+
+DatasetHeader header_for_tokenizer(const Tokenizer& tokenizer) {
+  DatasetHeader h;
+  h.vocab_size = tokenizer.vocab_size();
+  h.bos_id = tokenizer.bos_id();
+  h.eos_id = tokenizer.eos_id();
+  h.unk_id = tokenizer.unk_id();
+  h.pad_id = tokenizer.pad_id();
+  h.tokenizer_model = tokenizer.model_bytes();
+  return h;
+}
 namespace {
 
 constexpr std::uint64_t token_chunk = 1 << 20; // elements: 2-4 MiB, a good MPI-IO request

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "io/tokenizer.hpp"
+
 namespace gridlm::io {
 
 // Format name and version, stored as the root attributes "format" and "format_version". The
@@ -52,6 +54,10 @@ struct DatasetHeader {
   double valid_fraction = 0.0;
   std::uint64_t seed = 0;
 };
+
+// A header with the tokenizer's vocabulary, special ids and model bytes filled in; the caller
+// adds how it was made.
+DatasetHeader header_for_tokenizer(const Tokenizer& tokenizer);
 
 struct DatasetTotals {
   std::uint64_t tokens = 0, documents = 0, valid_tokens = 0, valid_documents = 0;

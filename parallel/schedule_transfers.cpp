@@ -36,11 +36,6 @@ OpTransfers op_transfers(const Schedule& s, int stage, const Op& op) {
   return t;
 }
 
-int max_transfer_tag(const Schedule& s) {
-  const int Q = s.stages * s.chunks;
-  return tag(1, 4095, Q - 1, Q);
-}
-
 std::vector<std::vector<std::vector<GroupedTransfer>>> grouped_transfers(const Schedule& s) {
   std::vector<std::vector<std::vector<GroupedTransfer>>> plan(s.stages);
   for (int st = 0; st < s.stages; ++st) {

@@ -27,9 +27,6 @@ struct OpTransfers {
 // stage itself as the peer; the executor hands it over in memory.
 OpTransfers op_transfers(const Schedule& s, int stage, const Op& op);
 
-// The largest tag op_transfers uses, for checking against the communicator's MPI_TAG_UB.
-int max_transfer_tag(const Schedule& s);
-
 struct GroupedTransfer {
   bool send = false;
   int peer = 0, tag = 0;

@@ -41,13 +41,7 @@ inline const io::Tokenizer& small_tokenizer() {
 }
 
 inline io::DatasetHeader header_for(const io::Tokenizer& t) {
-  io::DatasetHeader h;
-  h.vocab_size = t.vocab_size();
-  h.bos_id = t.bos_id();
-  h.eos_id = t.eos_id();
-  h.unk_id = t.unk_id();
-  h.pad_id = t.pad_id();
-  h.tokenizer_model = t.model_bytes();
+  io::DatasetHeader h = io::header_for_tokenizer(t);
   h.tokenizer = "test tokenizer";
   h.created_by = "gridlm tests";
   return h;

@@ -1,0 +1,35 @@
+// Comma-separated whole numbers ("3, 4,4"), as command-line options and config values give
+// them (stage layouts, prompt token ids). Callers word their own errors and check ranges.
+#pragma once
+
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace gridlm::app {
+
+// The numbers, or nullopt with *bad set to the first item that is not one (spaces around an
+// item are allowed).
+inline std::optional<std::vector<long>> parse_int_list(const std::string& text, std::string* bad) {
+  std::vector<long> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    long n = 0;
+    try {
+      n = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos) {
+      *bad = item;
+      return std::nullopt;
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
+} // namespace gridlm::app
