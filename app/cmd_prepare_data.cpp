@@ -4,8 +4,6 @@
 // across ranks, so a bad input stops every rank with one message.
 #include "app/cmd_prepare_data.hpp"
 
-#include <hdf5.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -138,8 +136,7 @@ void check_options(const PrepareDataCommand& cmd) {
 io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& corpus,
                              std::string& description) {
   if (!cmd.tokenizer.empty()) {
-    io::quiet_hdf5_errors();
-    const bool dataset = H5Fis_hdf5(cmd.tokenizer.c_str()) > 0;
+    const bool dataset = io::is_hdf5_file(cmd.tokenizer);
     description = fmt::format("SentencePiece, from {} '{}'", dataset ? "the dataset" : "the model",
                               cmd.tokenizer);
     return dataset ? io::load_dataset_tokenizer(cmd.tokenizer)

@@ -9,13 +9,13 @@
 
 #include <fmt/format.h>
 
-#include "app/int_list.hpp"
-#include "app/sampler.hpp"
-#include "app/weights_file.hpp"
+#include "engine/sampler.hpp"
+#include "engine/weights_file.hpp"
 #include "io/token_dataset.hpp"
 #include "io/tokenizer.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/int_list.hpp"
 
 namespace gridlm::app {
 namespace {
@@ -25,7 +25,7 @@ struct SampleCommand {
   std::string prompt;                          // text to continue (needs a tokenizer)
   std::string prompt_ids;                      // or comma-separated token ids
   std::string tokenizer; // a dataset or .model file, when the weights carry none
-  SampleOptions options;
+  engine::SampleOptions options;
 };
 
 std::vector<std::int32_t> parse_ids(const std::string& text) {
@@ -71,7 +71,7 @@ void run(const SampleCommand& cmd) {
     std::vector<std::int32_t> prompt;
     if (!cmd.prompt_ids.empty()) prompt = parse_ids(cmd.prompt_ids);
     io::H5File file = io::H5File::open_read(cmd.weights);
-    const layers::ModelConfig m = read_model_attributes(file);
+    const layers::ModelConfig m = engine::read_model_attributes(file);
     const std::optional<io::Tokenizer> tok = find_tokenizer(cmd, file);
     if (!cmd.prompt.empty()) {
       if (!tok) {
@@ -89,12 +89,12 @@ void run(const SampleCommand& cmd) {
       prompt.push_back(tok && tok->eos_id() >= 0 ? tok->eos_id() : 0);
     }
     layers::GPT gpt(m, 1, m.seq_len);
-    load_weights(gpt, file);
+    engine::load_weights(gpt, file);
     std::printf("model: %s (%d layers, width %d, vocabulary %d, context %d%s)\n",
                 cmd.weights.c_str(), m.n_layer, m.d_model, m.vocab_size, m.seq_len,
                 tok ? ", with its tokenizer" : "");
     if (tok) {
-      const std::vector<std::int32_t> out = generate(gpt, prompt, cmd.options);
+      const std::vector<std::int32_t> out = engine::generate(gpt, prompt, cmd.options);
       std::vector<int> ids(prompt.begin(), prompt.end());
       ids.insert(ids.end(), out.begin(), out.end());
       std::printf("---\n%s\n---\n", tok->decode(ids).c_str());
@@ -105,7 +105,7 @@ void run(const SampleCommand& cmd) {
       std::printf(" %d", id);
     std::printf("\nsample:");
     std::fflush(stdout);
-    generate(gpt, prompt, cmd.options, [](std::int32_t id) {
+    engine::generate(gpt, prompt, cmd.options, [](std::int32_t id) {
       std::printf(" %d", id);
       std::fflush(stdout);
     });

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "app/config.hpp"
-#include "app/trainer.hpp"
+#include "engine/trainer.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/grid.hpp"
 
@@ -28,14 +28,13 @@ void run(const TrainCommand& cmd) {
       apply_override(config, s);
     if (!cmd.trace.empty()) config.output.trace = std::filesystem::absolute(cmd.trace).string();
     validate(config);
-    if (config.train.optim.total_steps == 0) config.train.optim.total_steps = config.train.steps;
     grid_options.layout.dp = parallel::parse_axis("parallel.dp", config.parallel.dp);
     grid_options.layout.pp = parallel::parse_axis("parallel.pp", config.parallel.pp);
     grid_options.layout.tp = parallel::parse_axis("parallel.tp", config.parallel.tp);
     grid_options.allow_tp_across_nodes = config.parallel.force_tp_across_nodes;
   });
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, grid_options);
-  const TrainResult r = train(config, grid);
+  const engine::TrainResult r = engine::train(config, grid);
   if (grid.rank() == 0) {
     std::printf("done: loss %.4f -> %.4f, %.0f tokens/s (median)\n", r.first_loss, r.last_loss,
                 r.tokens_per_s);

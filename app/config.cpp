@@ -11,8 +11,6 @@
 #include <toml++/toml.h>
 
 #include "parallel/diagnostics.hpp"
-#include "parallel/layout.hpp"
-#include "parallel/schedule.hpp"
 
 namespace gridlm::app {
 
@@ -49,7 +47,7 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"train", "min_lr", "learning rate at the end of the cosine decay", &o.min_lr},
       {"train", "warmup_steps", "steps of linear warmup", &o.warmup_steps},
       {"train", "decay_steps", "step at which the cosine decay reaches min_lr (0: train.steps)",
-       &o.total_steps},
+       &o.decay_steps},
       {"train", "beta1", "AdamW first-moment decay", &o.beta1},
       {"train", "beta2", "AdamW second-moment decay", &o.beta2},
       {"train", "eps", "AdamW denominator epsilon", &o.eps},
@@ -299,6 +297,7 @@ void validate(const RunConfig& c) {
   need(t.optim.lr > 0 && t.optim.min_lr >= 0 && t.optim.min_lr <= t.optim.lr,
        "train.lr must be positive and train.min_lr between 0 and train.lr");
   need(t.optim.warmup_steps >= 0, "train.warmup_steps must not be negative");
+  need(t.optim.decay_steps >= 0, "train.decay_steps must not be negative (0: train.steps)");
   need(t.optim.beta1 >= 0 && t.optim.beta1 < 1 && t.optim.beta2 >= 0 && t.optim.beta2 < 1,
        "train.beta1 and train.beta2 must be in [0, 1)");
   need(t.optim.eps > 0, "train.eps must be positive");
@@ -311,22 +310,8 @@ void validate(const RunConfig& c) {
   need(c.output.trace_steps >= 1, "output.trace_steps must be positive");
   need(c.train.eval_every >= 0, "train.eval_every must not be negative (0: no validation)");
   need(c.train.eval_batches >= 1, "train.eval_batches must be positive");
-  try {
-    parallel::parse_schedule(c.parallel.schedule);
-  } catch (const Error& e) {
-    problems.push_back(std::string("parallel.schedule: ") + e.what());
-  }
   need(!c.data.source.empty(),
        "data.source must be synthetic or the path of a dataset file (gridlm prepare-data)");
-  for (const auto& [name, value] : {std::pair{"parallel.dp", c.parallel.dp},
-                                    {"parallel.pp", c.parallel.pp},
-                                    {"parallel.tp", c.parallel.tp}}) {
-    try {
-      parallel::parse_axis(name, value);
-    } catch (const Error& e) {
-      problems.push_back(e.what());
-    }
-  }
   if (!problems.empty()) {
     std::string text = "invalid configuration:";
     for (const auto& p : problems)

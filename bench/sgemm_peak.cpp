@@ -15,11 +15,13 @@ int main(int argc, char** argv) {
   const long n = argc > 1 ? std::atol(argv[1]) : 1024;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 9;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
-  gridlm::layers::matmul(c.data(), a.data(), false, b.data(), true, n, n, n, 1.0f, 0.0f);
+  gridlm::layers::matmul(c.data(), a.data(), gridlm::layers::Transpose::no, b.data(),
+                         gridlm::layers::Transpose::yes, n, n, n, 1.0f, 0.0f);
   std::vector<double> gflops;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    gridlm::layers::matmul(c.data(), a.data(), false, b.data(), true, n, n, n, 1.0f, 0.0f);
+    gridlm::layers::matmul(c.data(), a.data(), gridlm::layers::Transpose::no, b.data(),
+                           gridlm::layers::Transpose::yes, n, n, n, 1.0f, 0.0f);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     gflops.push_back(2.0 * n * n * n / s / 1e9);
   }

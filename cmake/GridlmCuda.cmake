@@ -1,4 +1,8 @@
-# The optional GPU build: CUDA device code compiled by nvcc, cuBLAS and NCCL linked. It must
+# The optional GPU build: the CUDA runtime (CUDA::cudart) and NCCL linked into gridlm::parallel
+# for the NCCL communication backend, and nvcc for the GPU tests' kernels (tests/gpu). gridlm
+# links no cuBLAS itself: its GEMMs go through Kokkos Kernels, which can reach cuBLAS only when
+# built with that TPL for a CUDA Kokkos (what the Spack recipe's +cuda asks for); the CUDA check
+# build of scripts/build.sh, against Debian's Serial Kokkos, does not use it at all. It must
 # compile and link on machines without a GPU (CI does exactly that); running needs a GPU.
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)

@@ -3,7 +3,8 @@
 
 find_package(MPI 3.0 REQUIRED COMPONENTS C)
 
-# HDF5 must be the parallel build: checkpoints and datasets are written collectively via MPI-IO.
+# HDF5 must be the parallel build: gridlm prepare-data writes token datasets collectively via
+# MPI-IO, and training opens them collectively.
 set(HDF5_PREFER_PARALLEL TRUE)
 find_package(HDF5 REQUIRED COMPONENTS C)
 if(NOT HDF5_IS_PARALLEL)

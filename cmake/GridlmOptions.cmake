@@ -5,7 +5,7 @@ set(_gridlm_known_options
   GRIDLM_BUILD_BENCH GRIDLM_MAX_TEST_RANKS GRIDLM_CUDA_ARCHITECTURES GRIDLM_NATIVE_ARCH
   GRIDLM_BUILD_FUZZ GRIDLM_FUZZ_SECONDS)
 
-option(GRIDLM_ENABLE_CUDA "Build the CUDA device code (needs nvcc)" OFF)
+option(GRIDLM_ENABLE_CUDA "Build with the CUDA runtime and the GPU tests (needs nvcc)" OFF)
 option(GRIDLM_ENABLE_NCCL "Build the NCCL communication backend (needs CUDA)" OFF)
 option(GRIDLM_WARNINGS_AS_ERRORS "Treat compiler warnings as errors (CI builds)" OFF)
 option(GRIDLM_BUILD_TESTS "Build the GoogleTest suite and register it in CTest" ON)

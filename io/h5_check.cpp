@@ -31,4 +31,15 @@ void throw_h5_error(const char* call, const char* file, int line) {
       fmt::format("HDF5 call {} failed: {} ({}:{}; {})", call, detail, file, line, where()));
 }
 
+void quiet_hdf5_errors() {
+  // A function-local static, so the setting is made once, by the first caller (thread-safe), and
+  // later calls only test a flag. Not at load time: HDF5 initialised before MPI_Init would not
+  // close itself at MPI_Finalize.
+  static const bool quiet = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)quiet;
+}
+
 } // namespace gridlm::io::detail

@@ -14,6 +14,11 @@ namespace gridlm::io::detail {
 // The innermost message of HDF5's error stack ("" when empty), which is then cleared: for
 // errors gridlm words itself but where HDF5's reason helps (a truncated file, say).
 std::string h5_error_detail();
+// Turns off HDF5's automatic printing of error stacks on stderr, once per process (later calls
+// do nothing): GRIDLM_H5_CHECK reports errors instead, with HDF5's explanation. io's entry
+// points that open, create or check a file call it before their first HDF5 call, so no code
+// outside io has to.
+void quiet_hdf5_errors();
 } // namespace gridlm::io::detail
 
 #define GRIDLM_H5_CHECK(call)                                                                      \

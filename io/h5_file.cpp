@@ -30,7 +30,7 @@ void write_dataset(hid_t file, const std::string& name, const std::vector<std::i
 } // namespace
 
 H5File H5File::create(const std::string& path) {
-  quiet_hdf5_errors();
+  detail::quiet_hdf5_errors();
   const std::string temp = path + ".partial";
   hid_t id = H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (id < 0) {
@@ -42,7 +42,7 @@ H5File H5File::create(const std::string& path) {
 }
 
 H5File H5File::open_read(const std::string& path) {
-  quiet_hdf5_errors();
+  detail::quiet_hdf5_errors();
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
     throw Error(fmt::format("cannot open '{}' as HDF5: missing, unreadable or not HDF5; on {}",

@@ -87,10 +87,13 @@ H5Handle scalar_attribute(hid_t file, const std::string& object, const std::stri
 
 } // namespace
 
-void quiet_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+bool is_hdf5_file(const std::string& path) {
+  detail::quiet_hdf5_errors();
+  return is_hdf5(path) > 0;
+}
 
 ParallelFile ParallelFile::create(MPI_Comm comm, const std::string& path) {
-  quiet_hdf5_errors();
+  detail::quiet_hdf5_errors();
   H5Handle fapl = mpio_access(comm);
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   parallel::agree_on_errors(
@@ -102,7 +105,7 @@ ParallelFile ParallelFile::create(MPI_Comm comm, const std::string& path) {
 }
 
 ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string& path) {
-  quiet_hdf5_errors();
+  detail::quiet_hdf5_errors();
   // Checked on every rank and agreed before the collective open: a file one node cannot see
   // must not leave the other ranks waiting inside MPI-IO.
   parallel::run_agreed(comm, [&] {

@@ -1,6 +1,6 @@
 // Collective parallel-HDF5 files over MPI-IO, and 1-D datasets that each rank writes and reads by
-// hyperslab: the building block of sharded checkpoints and token datasets, where a tensor or a
-// token stream is stored at its global size whatever the partition of ranks that wrote it.
+// hyperslab: what token datasets are made of, a token stream stored at its global size whatever
+// the partition of ranks that wrote it, and readable by any other partition.
 #pragma once
 
 #include <mpi.h>
@@ -13,8 +13,9 @@
 
 namespace gridlm::io {
 
-// Silences HDF5's automatic error printing; GRIDLM_H5_CHECK reports errors instead. Idempotent.
-void quiet_hdf5_errors();
+// Whether `path` is an HDF5 file (false for a missing or unreadable one), without HDF5 printing
+// anything.
+bool is_hdf5_file(const std::string& path);
 
 // Whether a transfer is one collective operation (every rank of the file's communicator calls
 // it, each with its own range, possibly empty) or each rank's own.

@@ -9,6 +9,7 @@
 
 #include "io/dataset_writer.hpp"
 #include "io/h5_check.hpp"
+#include "io/parallel_h5.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/mpi_check.hpp"
@@ -146,7 +147,7 @@ void check_readable(const std::string& path) {
                             "with gridlm prepare-data",
                             path));
   }
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
+  if (!is_hdf5_file(path)) {
     throw Error(fmt::format("'{}' is not an HDF5 file: a gridlm dataset is one HDF5 file that "
                             "gridlm prepare-data writes (a dataset in shards named by an index "
                             "file is not supported yet)",
@@ -159,7 +160,7 @@ void check_readable(const std::string& path) {
 DatasetInfo read_dataset_info(hid_t file, const std::string& path) {
   // Some checks are HDF5 calls that fail (H5Lexists below a dataset, H5Oopen of a broken link):
   // their error stacks must not reach stderr, whoever calls.
-  quiet_hdf5_errors();
+  detail::quiet_hdf5_errors();
   const Checker c(file, path);
   DatasetInfo info;
   info.path = path;
@@ -239,8 +240,7 @@ DatasetInfo read_dataset_info(hid_t file, const std::string& path) {
 }
 
 Tokenizer load_dataset_tokenizer(const std::string& path) {
-  quiet_hdf5_errors();
-  check_readable(path);
+  check_readable(path); // quiets HDF5 before its first call
   H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file) {
     throw Error(fmt::format("cannot open '{}': it is damaged or incomplete (HDF5 says: {}); {}",
@@ -254,7 +254,6 @@ Tokenizer load_dataset_tokenizer(const std::string& path) {
 TokenDataset::TokenDataset(MPI_Comm comm, const std::string& path,
                            const TokenDatasetOptions& options)
     : options_(options) {
-  quiet_hdf5_errors();
   parallel::run_agreed(comm, [&] {
     if (options.sample_length < 2) {
       throw Error(fmt::format("a sample needs at least 2 tokens, not {}", options.sample_length));

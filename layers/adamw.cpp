@@ -3,23 +3,36 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "layers/kernels.hpp"
+#include "parallel/diagnostics.hpp"
 
 namespace gridlm::layers {
 
+OptimizerConfig resolve_decay(OptimizerConfig c, int steps) {
+  if (c.decay_steps == 0) c.decay_steps = steps;
+  return c;
+}
+
 double learning_rate(const OptimizerConfig& c, int step) {
+  if (c.decay_steps <= 0) {
+    throw Error(fmt::format("train.decay_steps = {}: the decay must end at a positive step (0 "
+                            "means train.steps, resolved once by the run setup)",
+                            c.decay_steps));
+  }
   if (c.warmup_steps > 0 && step < c.warmup_steps) {
     return c.lr * double(step + 1) / double(c.warmup_steps);
   }
-  if (step >= c.total_steps) return c.min_lr;
-  const double span = double(std::max(1, c.total_steps - c.warmup_steps));
+  if (step >= c.decay_steps) return c.min_lr;
+  const double span = double(std::max(1, c.decay_steps - c.warmup_steps));
   const double progress = double(step - c.warmup_steps) / span;
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
 AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table) : config_(config) {
-  m_ = Kokkos::View<float*>("layers::AdamW::m", table.total);
-  v_ = Kokkos::View<float*>("layers::AdamW::v", table.total);
+  moment1_ = Kokkos::View<float*>("layers::AdamW::m", table.total);
+  moment2_ = Kokkos::View<float*>("layers::AdamW::v", table.total);
   decay_ = Kokkos::View<float*>("layers::AdamW::decay", table.total);
   auto host = Kokkos::create_mirror_view(decay_);
   for (const ParamInfo& p : table.params) {
@@ -46,8 +59,8 @@ void AdamW::update(Kokkos::View<float*> params, Kokkos::View<const float*> grads
   const float flr = float(lr);
   float* p = params.data();
   const float* g = grads.data();
-  float* m = m_.data();
-  float* v = v_.data();
+  float* m = moment1_.data();
+  float* v = moment2_.data();
   const float* wd = decay_.data();
   for_each(
       "layers::AdamW::update", long(params.size()), KOKKOS_LAMBDA(long i) {

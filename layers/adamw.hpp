@@ -4,26 +4,10 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "layers/optimizer_config.hpp"
 #include "layers/parameters.hpp"
 
 namespace gridlm::layers {
-
-struct OptimizerConfig {
-  double lr = 1e-3;              // peak learning rate
-  double min_lr = 1e-4;          // floor of the cosine decay
-  int warmup_steps = 10;         // linear warmup from lr/warmup_steps to lr
-  int total_steps = 0;           // the cosine reaches min_lr here (0: the last step of the run)
-  double beta1 = 0.9;            // AdamW first-moment decay
-  double beta2 = 0.95;           // AdamW second-moment decay
-  double eps = 1e-8;             // AdamW denominator epsilon
-  double weight_decay = 0.1;     // decoupled decay of matrices
-  bool decay_embeddings = false; // also decay token/position embeddings
-  bool decay_norms_and_biases = false; // also decay LayerNorm parameters and biases
-  double grad_clip = 1.0;              // clip the global gradient norm to this (0: no clipping)
-};
-
-// Learning rate at `step` (0-based).
-double learning_rate(const OptimizerConfig& c, int step);
 
 class AdamW {
 public:
@@ -34,12 +18,12 @@ public:
   void update(Kokkos::View<float*> params, Kokkos::View<const float*> grads, int step, double lr,
               double grad_norm);
   std::size_t state_bytes() const {
-    return (m_.size() + v_.size() + decay_.size()) * sizeof(float);
+    return (moment1_.size() + moment2_.size() + decay_.size()) * sizeof(float);
   }
 
 private:
   OptimizerConfig config_;
-  Kokkos::View<float*> m_, v_;
+  Kokkos::View<float*> moment1_, moment2_; // AdamW's m and v, [table.total] each
   Kokkos::View<float*> decay_; // per element: the weight decay factor (0 where none applies)
 };
 

@@ -88,8 +88,8 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
       const Block blk = block(T, r);
       const long rows = blk.r1 - blk.r0, keys = blk.r1;
       float* a = saved.att + bh * per_head + blk.offset; // [rows, keys]
-      matmul(a, q + bh * head + blk.r0 * hs, false, k + bh * head, true, rows, keys, hs, scale,
-             0.0f);
+      matmul(a, q + bh * head + blk.r0 * hs, Transpose::no, k + bh * head, Transpose::yes, rows,
+             keys, hs, scale, 0.0f);
       const long r0 = blk.r0;
       for_each(
           "layers::Attention::causal_softmax", rows, KOKKOS_LAMBDA(long i) {
@@ -109,15 +109,16 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
             for (long j = t + 1; j < keys; ++j)
               ar[j] = 0.0f;
           });
-      matmul(yh + bh * head + blk.r0 * hs, a, false, v + bh * head, false, rows, hs, keys, 1.0f,
-             0.0f);
+      matmul(yh + bh * head + blk.r0 * hs, a, Transpose::no, v + bh * head, Transpose::no, rows, hs,
+             keys, 1.0f, 0.0f);
     }
   }
   from_heads(out, yh, C, 0, B, T, NH, hs, Assign{});
 }
 
 void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout,
-                        AttentionSaved saved, int B, int T, int C, int NH, bool overwrite) {
+                        AttentionSaved saved, int B, int T, int C, int NH, GradWrite write) {
+  const bool overwrite = write == GradWrite::overwrite;
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(float(hs));
   float* dyh = scratch.yh;
@@ -136,8 +137,10 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
       const bool first = r == num_blocks(T) - 1;
       const float* a = saved.att + bh * per_head + blk.offset; // [rows, keys]
       const float* g = dyh + bh * head + blk.r0 * hs;          // [rows, hs]
-      matmul(datt, g, false, saved.v + bh * head, true, rows, keys, hs, 1.0f, 0.0f);
-      matmul(dv + bh * head, a, true, g, false, keys, hs, rows, 1.0f, first ? 0.0f : 1.0f);
+      matmul(datt, g, Transpose::no, saved.v + bh * head, Transpose::yes, rows, keys, hs, 1.0f,
+             0.0f);
+      matmul(dv + bh * head, a, Transpose::yes, g, Transpose::no, keys, hs, rows, 1.0f,
+             first ? 0.0f : 1.0f);
       const long r0 = blk.r0;
       // Softmax backward in place: dS = att * (datt - rowsum(att * datt)) * scale.
       for_each(
@@ -153,10 +156,10 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
             for (long j = t + 1; j < keys; ++j)
               dr[j] = 0.0f;
           });
-      matmul(dq + bh * head + blk.r0 * hs, datt, false, saved.k + bh * head, false, rows, hs, keys,
-             1.0f, 0.0f);
-      matmul(dk + bh * head, datt, true, saved.q + bh * head + blk.r0 * hs, false, keys, hs, rows,
-             1.0f, first ? 0.0f : 1.0f);
+      matmul(dq + bh * head + blk.r0 * hs, datt, Transpose::no, saved.k + bh * head, Transpose::no,
+             rows, hs, keys, 1.0f, 0.0f);
+      matmul(dk + bh * head, datt, Transpose::yes, saved.q + bh * head + blk.r0 * hs, Transpose::no,
+             keys, hs, rows, 1.0f, first ? 0.0f : 1.0f);
     }
   }
   // Two instantiations rather than a select inside one loop, which would keep it scalar.

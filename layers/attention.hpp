@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "layers/kernels.hpp"
+
 namespace gridlm::layers {
 
 constexpr int attention_block = 32; // query rows per causal block
@@ -34,8 +36,10 @@ struct AttentionScratch {
 // out[B,T,C] = attention(qkv[B,T,3C]) with qkv = [q | k | v], C = NH * hs.
 void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratch, const float* qkv,
                        int B, int T, int C, int NH);
-// dqkv[B,T,3C] += d attention / d qkv applied to dout[B,T,C] (with overwrite: dqkv = ...).
+// dqkv[B,T,3C] += d attention / d qkv applied to dout[B,T,C] (with GradWrite::overwrite:
+// dqkv = ...).
 void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout,
-                        AttentionSaved saved, int B, int T, int C, int NH, bool overwrite = false);
+                        AttentionSaved saved, int B, int T, int C, int NH,
+                        GradWrite write = GradWrite::accumulate);
 
 } // namespace gridlm::layers

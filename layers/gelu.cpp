@@ -27,7 +27,8 @@ void gelu_forward(float* out, const float* inp, long N) {
       });
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, long N, bool overwrite) {
+void gelu_backward(float* dinp, const float* inp, const float* dout, long N, GradWrite write) {
+  const bool overwrite = write == GradWrite::overwrite;
   // Two loops rather than a select inside one: the select kept the loop from vectorising.
   if (overwrite) {
     for_each(

@@ -59,9 +59,9 @@ void add_bias_residual(float* out, const float* bias, const float* residual, lon
 } // namespace
 
 GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parallel::Comm* tp,
-         int slots, bool split_backward)
-    : config_(config), stage_(stage), tp_(tp), P_(tp ? tp->size() : 1), split_(split_backward),
-      B_(B), T_(T) {
+         int slots, Backward backward)
+    : config_(config), stage_(stage), tp_(tp), tp_size_(tp ? tp->size() : 1),
+      split_(backward == Backward::split), B_(B), T_(T) {
   if (slots < 1)
     throw Error(fmt::format("a model needs at least one activation slot, not {}", slots));
   check_config(config);
@@ -70,7 +70,7 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
                             "model.seq_len = {} tokens per sequence",
                             B, T, config.seq_len));
   }
-  table_ = make_param_table(config, stage, tp ? tp->rank() : 0, P_);
+  table_ = make_param_table(config, stage, tp ? tp->rank() : 0, tp_size_);
   if (stage_.last_block < 0) stage_.last_block = config.n_layer;
   params_ = Kokkos::View<float*>("layers::GPT::params", table_.total);
   grads_ = Kokkos::View<float*>("layers::GPT::grads", table_.total);
@@ -81,8 +81,8 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
   }
 
   // Local widths: this rank's heads, MLP columns and vocabulary rows.
-  const std::size_t N = std::size_t(B) * T, C = config.d_model, Cl = C / P_, V = table_.vocab_local,
-                    NH = config.n_head / P_, L = table_.blocks.size();
+  const std::size_t N = std::size_t(B) * T, C = config.d_model, Cl = C / tp_size_,
+                    V = table_.vocab_local, NH = config.n_head / tp_size_, L = table_.blocks.size();
   // Two passes: count, allocate, then hand out pointers.
   for (int pass = 0; pass < 2; ++pass) {
     Carver a(pass == 0 ? nullptr : acts_.data());
@@ -106,7 +106,7 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
         b.fch = a.take(N * 4 * Cl);
         b.fch_gelu = a.take(N * 4 * Cl);
         b.res3 = a.take(N * C);
-        if (split_backward) {
+        if (split_) {
           b.d_res3 = a.take(N * C);
           b.d_fch = a.take(N * 4 * Cl);
           b.d_res2 = a.take(N * C);
@@ -179,7 +179,8 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
                             "gradients (backward_weights) are not done",
                             slot));
   }
-  const int C = config_.d_model, Cl = C / P_, V = config_.vocab_size, NH = config_.n_head / P_;
+  const int C = config_.d_model, Cl = C / tp_size_, V = config_.vocab_size,
+            NH = config_.n_head / tp_size_;
   const long N = long(B) * T, Vl = table_.vocab_local;
   using HostTokens =
       Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -232,7 +233,8 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   // Vocabulary-parallel head: this rank's logit columns; the loss reduces three numbers a row.
   linear_forward(sl.logits, sl.lnf, param(t.lm_head), nullptr, N, C, int(Vl));
   if (logits_out != nullptr) {
-    if (P_ != 1) throw Error("logits can only be copied out of a model that is not tensor-split");
+    if (tp_size_ != 1)
+      throw Error("logits can only be copied out of a model that is not tensor-split");
     // Real vocabulary columns only: each row of sl.logits holds Vl >= V columns.
     using HostOut =
         Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -251,7 +253,7 @@ void GPT::backward(float loss_weight, const float* doutput, int slot) {
 }
 
 void GPT::backward_input(float loss_weight, const float* doutput, int slot) {
-  if (!split_) throw Error("GPT::backward_input needs a model planned with split_backward");
+  if (!split_) throw Error("GPT::backward_input needs a model planned with Backward::split");
   backward_impl(loss_weight, doutput, slot, true);
 }
 
@@ -268,14 +270,14 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, bool 
   }
   sl.have_forward = false;
   sl.pending_weights = defer;
-  const int B = B_, T = T_, C = config_.d_model, Cl = C / P_, NH = config_.n_head / P_;
+  const int B = B_, T = T_, C = config_.d_model, Cl = C / tp_size_, NH = config_.n_head / tp_size_;
   const long N = long(B) * T, Vl = table_.vocab_local;
   const ParamTable& t = table_;
   // A linear layer's backward: both halves now, or the input half now and the output gradient
   // kept in `saved` (when it is not already kept) for backward_weights().
   auto linear = [&](float* dinp, int w, int bias, const float* dout, float* saved, const float* inp,
                     int in, int out) {
-    linear_backward_input(dinp, dout, param(w), N, in, out, true);
+    linear_backward_input(dinp, dout, param(w), N, in, out, GradWrite::overwrite);
     if (!defer) {
       linear_backward_weight(grad(w), bias < 0 ? nullptr : grad(bias), dout, inp, N, in, out);
     } else if (saved != nullptr && saved != dout) {
@@ -305,14 +307,14 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, bool 
     float* d_fch = defer ? a.d_fch : d_fch_;
     float* d_qkv = defer ? a.d_qkv : d_qkv_;
     linear(d_fchg_, p.fcproj_w, p.fcproj_b, d_res_, a.d_res3, a.fch_gelu, 4 * Cl, C);
-    gelu_backward(d_fch, a.fch, d_fchg_, N * 4 * Cl, true);
+    gelu_backward(d_fch, a.fch, d_fchg_, N * 4 * Cl, GradWrite::overwrite);
     linear(d_ln_, p.fc_w, p.fc_b, d_fch, d_fch, a.ln2, C, 4 * Cl);
     tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln2_w), grad(p.ln2_b), d_ln_, a.res2, param(p.ln2_w),
                        a.ln2_mean, a.ln2_rstd, N, C);
     // d_res now holds d res2; res2 = residual + attn(ln1(residual)).
     linear(d_atty_, p.attproj_w, p.attproj_b, d_res_, a.d_res2, a.atty, Cl, C);
-    attention_backward(d_qkv, attn_scratch_, d_atty_, a.attn, B, T, Cl, NH, true);
+    attention_backward(d_qkv, attn_scratch_, d_atty_, a.attn, B, T, Cl, NH, GradWrite::overwrite);
     linear(d_ln_, p.qkv_w, p.qkv_b, d_qkv, d_qkv, a.ln1, C, 3 * Cl);
     tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln1_w), grad(p.ln1_b), d_ln_, residual, param(p.ln1_w),
@@ -331,7 +333,7 @@ void GPT::backward_weights(int slot) {
     throw Error("GPT::backward_weights called without a backward_input of the same slot");
   }
   sl.pending_weights = false;
-  const int C = config_.d_model, Cl = C / P_;
+  const int C = config_.d_model, Cl = C / tp_size_;
   const long N = long(B_) * T_;
   const ParamTable& t = table_;
   if (stage_.head) {
@@ -350,11 +352,11 @@ void GPT::backward_weights(int slot) {
 
 VocabSlice GPT::vocab_slice() const {
   return VocabSlice{table_.vocab_begin, table_.vocab_local, config_.vocab_size,
-                    P_ > 1 ? tp_ : nullptr};
+                    tp_size_ > 1 ? tp_ : nullptr};
 }
 
 void GPT::tp_sum(float* data, long n) {
-  if (P_ == 1) return;
+  if (tp_size_ == 1) return;
   const auto t0 = std::chrono::steady_clock::now();
   tp_->all_reduce(Span<float>(data, std::size_t(n)));
   comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -362,9 +364,10 @@ void GPT::tp_sum(float* data, long n) {
 
 double GPT::grad_sum_of_squares() const {
   double total = 0.0;
-  for (const ParamInfo& p : table_.params) {
+  for (std::size_t i = 0; i < table_.params.size(); ++i) {
+    const ParamInfo& p = table_.params[i];
     if (p.split == TpSplit::replicated && table_.tp_rank != 0) continue;
-    if (p.name == "wte.weight" && !stage_.embedding) continue;
+    if (int(i) == table_.wte && !stage_.embedding) continue; // the first stage counts it
     total += sum_of_squares(Kokkos::View<const float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
         grads_.data() + p.offset, p.size));
   }
@@ -372,6 +375,51 @@ double GPT::grad_sum_of_squares() const {
 }
 
 void GPT::zero_grad() { Kokkos::deep_copy(grads_, 0.0f); }
+
+std::size_t GPT::boundary_size() const {
+  return std::size_t(B_) * std::size_t(T_) * std::size_t(config_.d_model);
+}
+
+double GPT::forward_micro(int slot, const std::int32_t* tokens, const float* input,
+                          const std::int32_t* targets) {
+  return forward_stage(tokens, input, targets, B_, T_, nullptr, slot);
+}
+
+std::size_t GPT::tied_embedding_size() const {
+  if (!config_.tied_embeddings) return 0;
+  return std::size_t(padded_vocab_slice(config_.vocab_size, tp_size_) * config_.d_model);
+}
+
+Span<float> GPT::tied_embedding_grad() {
+  if (!config_.tied_embeddings || table_.wte < 0) return {};
+  return Span<float>(grad(table_.wte), tied_embedding_size());
+}
+
+parallel::Stage::Buffer GPT::boundary_buffer() const {
+  auto* view = new Kokkos::View<float*>(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "layers::GPT::boundary"), boundary_size());
+  return Buffer(view->data(), [view](float*) { delete view; });
+}
+
+void GPT::copy_boundary(float* to, const float* from) const {
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  Kokkos::deep_copy(Kokkos::View<float*, Unmanaged>(to, boundary_size()),
+                    Kokkos::View<const float*, Unmanaged>(from, boundary_size()));
+}
+
+void GPT::copy_to_host(float* host, const float* stage_memory, std::size_t n) const {
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  Kokkos::deep_copy(Kokkos::View<float*, Kokkos::HostSpace, Unmanaged>(host, n),
+                    Kokkos::View<const float*, Unmanaged>(stage_memory, n));
+}
+
+void GPT::copy_from_host(float* stage_memory, const float* host, std::size_t n) const {
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  Kokkos::deep_copy(Kokkos::View<float*, Unmanaged>(stage_memory, n),
+                    Kokkos::View<const float*, Kokkos::HostSpace, Unmanaged>(host, n));
+}
+
+void GPT::fence() const { Kokkos::fence(); }
 
 MemoryReport GPT::memory() const {
   MemoryReport r;

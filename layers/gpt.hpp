@@ -10,6 +10,9 @@
 // followed by one all-reduce each; the embedding and the LM head + loss are vocabulary-
 // parallel. Forward: two all-reduces per block; backward: two (the conjugates, after the
 // column-parallel layers). LayerNorms and the row-parallel biases are replicated.
+//
+// A GPT is a parallel::Stage: the pipeline executor runs its micro-batches through that
+// interface (forward_micro, backward, backward_input, backward_weights, boundary buffers).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -21,6 +24,7 @@
 #include "layers/model_config.hpp"
 #include "layers/parameters.hpp"
 #include "parallel/comm.hpp"
+#include "parallel/stage.hpp"
 
 namespace gridlm::layers {
 
@@ -32,20 +36,23 @@ struct MemoryReport {
   std::size_t activations = 0;
 };
 
-class GPT {
+// Whether a model's backward runs whole, or in halves (input gradients, then weight gradients).
+enum class Backward { fused, split };
+
+class GPT : public parallel::Stage {
 public:
   // Plans activations for micro-batches of B sequences of T tokens (T <= model seq_len).
   // `tp` is the tensor-parallel group (null: this rank holds whole tensors). `slots` sets of
   // activations are planned, for micro-batches in flight at once in a pipeline schedule.
-  // `split_backward` also plans, per slot, the output gradients of every linear layer, so that
+  // Backward::split also plans, per slot, the output gradients of every linear layer, so that
   // backward_input() and backward_weights() can run apart (zero-bubble schedules).
   GPT(const ModelConfig& config, int B, int T, const StageSpec& stage = {},
-      parallel::Comm* tp = nullptr, int slots = 1, bool split_backward = false);
+      parallel::Comm* tp = nullptr, int slots = 1, Backward backward = Backward::fused);
 
   const ModelConfig& config() const { return config_; }
   const ParamTable& table() const { return table_; }
-  int batch() const { return B_; }
-  int seq() const { return T_; }
+  int batch() const override { return B_; }
+  int seq() const override { return T_; }
   Kokkos::View<float*> params() const { return params_; }
   Kokkos::View<float*> grads() const { return grads_; }
   float* param(int index) const { return params_.data() + table_.params[index].offset; }
@@ -63,46 +70,81 @@ public:
   // `slot` picks the activation set the micro-batch lives in until its backward.
   double forward_stage(const std::int32_t* tokens, const float* input, const std::int32_t* targets,
                        int B, int T, float* logits_out = nullptr, int slot = 0);
-  const float* output(int slot = 0) const;
-  int slots() const { return int(slots_.size()); }
+  const float* output(int slot = 0) const override;
+  int slots() const override { return int(slots_.size()); }
   // Accumulates gradients (+=) of loss_weight * mean loss of the last forward. A stage without
   // the head takes `doutput` [B,T,C], the gradient of its output, instead; a stage without
   // the embedding leaves the gradient of its input in input_grad() [B,T,C] (until the next
   // backward: it is shared by the slots).
-  void backward(float loss_weight, const float* doutput = nullptr, int slot = 0);
+  void backward(float loss_weight, const float* doutput = nullptr, int slot = 0) override;
   // The backward in two halves (a model planned with split_backward): backward_input() is
   // backward() without the linear layers' weight gradients (LayerNorm, bias-free embedding and
   // the input gradient all done); it keeps their output gradients in the slot, and
   // backward_weights() later accumulates the weight and bias gradients from them and frees the
   // slot. Together they give exactly what backward() gives.
-  void backward_input(float loss_weight, const float* doutput = nullptr, int slot = 0);
-  void backward_weights(int slot = 0);
-  bool split_backward() const { return split_; }
-  const float* input_grad() const { return d_res_; }
-  void zero_grad();
+  void backward_input(float loss_weight, const float* doutput = nullptr, int slot = 0) override;
+  void backward_weights(int slot = 0) override;
+  bool split_backward() const override { return split_; }
+  const float* input_grad() const override { return d_res_; }
+  void zero_grad() override;
+
+  // The rest of parallel::Stage (see parallel/stage.hpp).
+  std::size_t boundary_size() const override;
+  bool takes_tokens() const override { return stage_.embedding; }
+  bool takes_targets() const override { return stage_.head; }
+  double forward_micro(int slot, const std::int32_t* tokens, const float* input,
+                       const std::int32_t* targets) override;
+  std::size_t tied_embedding_size() const override;
+  Span<float> tied_embedding_grad() override;
+  Buffer boundary_buffer() const override;
+  void copy_boundary(float* to, const float* from) const override;
+  void copy_to_host(float* host, const float* stage_memory, std::size_t n) const override;
+  void copy_from_host(float* stage_memory, const float* host, std::size_t n) const override;
+  void fence() const override;
 
   MemoryReport memory() const;
   // This rank's share of the squared global gradient norm: split tensors in full, replicated
   // ones only on tensor-parallel rank 0 (they are equal on every rank), and not the tied copy
   // of wte a head-only stage holds (the first stage counts it). Sum it over tp and pp.
-  double grad_sum_of_squares() const;
+  double grad_sum_of_squares() const override;
   // Seconds spent in tensor-parallel all-reduces since construction.
-  double comm_seconds() const { return comm_seconds_; }
+  double comm_seconds() const override { return comm_seconds_; }
 
 private:
+  // One block's activations of one micro-batch. N = B x T rows; C the width, Cl = C / tp the
+  // local width of the split layers (this rank's heads, its quarter of the MLP).
   struct BlockActs {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch,
-        *fch_gelu, *res3;
-    AttentionSaved attn;
-    // split backward only: output gradients of proj (res3), fc, attproj (res2) and qkv
-    float *d_res3 = nullptr, *d_fch = nullptr, *d_res2 = nullptr, *d_qkv = nullptr;
+    float* ln1 = nullptr;      // [N, C] first LayerNorm's output
+    float* ln1_mean = nullptr; // [N]
+    float* ln1_rstd = nullptr; // [N]
+    float* qkv = nullptr;      // [N, 3 Cl] this rank's q, k, v
+    float* atty = nullptr;     // [N, Cl] attention output, heads side by side
+    float* res2 = nullptr;     // [N, C] residual after attention
+    float* ln2 = nullptr;      // [N, C] second LayerNorm's output
+    float* ln2_mean = nullptr; // [N]
+    float* ln2_rstd = nullptr; // [N]
+    float* fch = nullptr;      // [N, 4 Cl] MLP-in output
+    float* fch_gelu = nullptr; // [N, 4 Cl] after GELU
+    float* res3 = nullptr;     // [N, C] residual after the MLP: the block's output
+    AttentionSaved attn;       // per-head q, k, v [B, NH/tp, T, hs] and packed scores
+    // Split backward only: output gradients kept from B for W.
+    float* d_res3 = nullptr; // [N, C] of the MLP projection
+    float* d_fch = nullptr;  // [N, 4 Cl] of MLP-in
+    float* d_res2 = nullptr; // [N, C] of the attention projection
+    float* d_qkv = nullptr;  // [N, 3 Cl] of the QKV projection
   };
-  // Everything one micro-batch keeps from its forward to its backward.
+  // Everything one micro-batch keeps from its forward to its backward. Vl: this rank's
+  // vocabulary rows (padded).
   struct Slot {
-    float *encoded = nullptr, *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr,
-          *logits = nullptr, *losses = nullptr, *ce_scratch = nullptr;
+    float* encoded = nullptr;    // [N, C] embedding output, or the previous stage's output
+    float* lnf = nullptr;        // [N, C] final LayerNorm's output (head stage)
+    float* lnf_mean = nullptr;   // [N]
+    float* lnf_rstd = nullptr;   // [N]
+    float* logits = nullptr;     // [N, Vl]; their gradient after the backward
+    float* losses = nullptr;     // [N] per-position loss
+    float* ce_scratch = nullptr; // [3 N] the loss's row max, sum and target logit
     std::vector<BlockActs> blocks;
-    Kokkos::View<std::int32_t*> tokens, targets;
+    Kokkos::View<std::int32_t*> tokens, targets; // [N] each
     bool have_forward = false;
     bool pending_weights = false; // backward_input done, backward_weights not yet
   };
@@ -115,17 +157,22 @@ private:
   ModelConfig config_;
   StageSpec stage_;
   parallel::Comm* tp_ = nullptr;
-  int P_ = 1; // tensor-parallel group size
+  int tp_size_ = 1; // tensor-parallel group size
   bool split_ = false;
   double comm_seconds_ = 0.0;
   ParamTable table_;
   int B_ = 0, T_ = 0;
-  Kokkos::View<float*> params_, grads_;
-  Kokkos::View<float*> acts_;    // every slot's activations, one allocation
-  Kokkos::View<float*> scratch_; // backward temporaries, one allocation
+  Kokkos::View<float*> params_, grads_; // [table_.total] each
+  Kokkos::View<float*> acts_;           // every slot's activations, one allocation
+  Kokkos::View<float*> scratch_;        // backward temporaries, one allocation
   std::vector<Slot> slots_;
-  float *d_res_ = nullptr, *d_ln_ = nullptr, *d_qkv_ = nullptr, *d_atty_ = nullptr,
-        *d_fch_ = nullptr, *d_fchg_ = nullptr;
+  // Backward temporaries, shared by the slots.
+  float* d_res_ = nullptr;  // [N, C] gradient of the residual stream
+  float* d_ln_ = nullptr;   // [N, C] of a LayerNorm's output
+  float* d_qkv_ = nullptr;  // [N, 3 Cl]
+  float* d_atty_ = nullptr; // [N, Cl]
+  float* d_fch_ = nullptr;  // [N, 4 Cl]
+  float* d_fchg_ = nullptr; // [N, 4 Cl]
   AttentionScratch attn_scratch_{};
 };
 

@@ -15,8 +15,9 @@ void copy(float* dst, const float* src, long n) {
       "layers::copy", n, KOKKOS_LAMBDA(long i) { dst[i] = src[i]; });
 }
 
-void matmul(float* out, const float* a, bool trans_a, const float* b, bool trans_b, long m, long n,
-            long k, float alpha, float beta) {
+void matmul(float* out, const float* a, Transpose transpose_a, const float* b,
+            Transpose transpose_b, long m, long n, long k, float alpha, float beta) {
+  const bool trans_a = transpose_a == Transpose::yes, trans_b = transpose_b == Transpose::yes;
   using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
   using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Unmanaged>;
   using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Unmanaged>;

@@ -23,9 +23,15 @@ void copy(float* dst, const float* src, long n);
 constexpr int column_block = 64;
 inline long column_blocks(long C) { return (C + column_block - 1) / column_block; }
 
+// Whether a GEMM operand is used as stored or transposed.
+enum class Transpose { no, yes };
+// Whether a backward writes a gradient buffer afresh or adds to it: a buffer with one writer is
+// overwritten, which saves zeroing it every step.
+enum class GradWrite { accumulate, overwrite };
+
 // out[m,n] = alpha * op(a) @ op(b) + beta * out, row-major; op(a) is [m,k], op(b) is [k,n].
-// a is [m,k] (or [k,m] when trans_a), b is [k,n] (or [n,k] when trans_b).
-void matmul(float* out, const float* a, bool trans_a, const float* b, bool trans_b, long m, long n,
-            long k, float alpha, float beta);
+// a is [m,k] (or [k,m] when trans_a is yes), b is [k,n] (or [n,k] when trans_b is yes).
+void matmul(float* out, const float* a, Transpose trans_a, const float* b, Transpose trans_b,
+            long m, long n, long k, float alpha, float beta);
 
 } // namespace gridlm::layers

@@ -15,17 +15,18 @@ void linear_forward(float* out, const float* inp, const float* w, const float* b
             o[j] = bias[j];
         });
   }
-  matmul(out, inp, false, w, true, N, OC, C, 1.0f, bias != nullptr ? 1.0f : 0.0f);
+  matmul(out, inp, Transpose::no, w, Transpose::yes, N, OC, C, 1.0f, bias != nullptr ? 1.0f : 0.0f);
 }
 
 void linear_backward_input(float* dinp, const float* dout, const float* w, long N, int C, int OC,
-                           bool overwrite_dinp) {
-  matmul(dinp, dout, false, w, false, N, C, OC, 1.0f, overwrite_dinp ? 0.0f : 1.0f);
+                           GradWrite dinp_write) {
+  matmul(dinp, dout, Transpose::no, w, Transpose::no, N, C, OC, 1.0f,
+         dinp_write == GradWrite::overwrite ? 0.0f : 1.0f);
 }
 
 void linear_backward_weight(float* dw, float* dbias, const float* dout, const float* inp, long N,
                             int C, int OC) {
-  matmul(dw, dout, true, inp, false, OC, C, N, 1.0f, 1.0f);
+  matmul(dw, dout, Transpose::yes, inp, Transpose::no, OC, C, N, 1.0f, 1.0f);
   if (dbias != nullptr) {
     for_each(
         "layers::Linear::backward_bias", column_blocks(OC), KOKKOS_LAMBDA(long blk) {
@@ -44,8 +45,8 @@ void linear_backward_weight(float* dw, float* dbias, const float* dout, const fl
 }
 
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                     const float* w, long N, int C, int OC, bool overwrite_dinp) {
-  if (dinp != nullptr) linear_backward_input(dinp, dout, w, N, C, OC, overwrite_dinp);
+                     const float* w, long N, int C, int OC, GradWrite dinp_write) {
+  if (dinp != nullptr) linear_backward_input(dinp, dout, w, N, C, OC, dinp_write);
   linear_backward_weight(dw, dbias, dout, inp, N, C, OC);
 }
 

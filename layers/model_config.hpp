@@ -1,6 +1,8 @@
 // Shape of the GPT model: the [model] section of the run configuration.
 #pragma once
 
+#include "parallel/stage_layout.hpp"
+
 namespace gridlm::layers {
 
 struct ModelConfig {
@@ -16,5 +18,11 @@ struct ModelConfig {
 // Training-time FLOPs per token for forward + backward: 6 x (non-embedding parameters + LM
 // head) plus the attention score and output products (PaLM's formula, full causal matrix).
 double flops_per_token(const ModelConfig& m);
+
+// The forward cost of a block, the embedding and the head in multiply-adds per token, for the
+// balanced pipeline stage layout: a block's four GEMMs (12 C^2) and its causal attention
+// (about T C); the head's logits (C V) and its softmax (a few V); the embedding's lookups (a few
+// C). The backward scales every term alike, so forward costs balance both.
+parallel::StageCostModel stage_cost_model(const ModelConfig& m);
 
 } // namespace gridlm::layers

@@ -18,6 +18,16 @@ double flops_per_token(const ModelConfig& m) {
   return 6.0 * matmul_params + 3.0 * attention;
 }
 
+parallel::StageCostModel stage_cost_model(const ModelConfig& m) {
+  const double C = m.d_model;
+  parallel::StageCostModel c;
+  c.blocks = m.n_layer;
+  c.block = 12.0 * C * C + double(m.seq_len) * C;
+  c.head = double(m.d_model) * m.vocab_size + 5.0 * m.vocab_size + 10.0 * m.d_model;
+  c.embedding = 4.0 * m.d_model;
+  return c;
+}
+
 int ParamTable::find(const std::string& name) const {
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (params[i].name == name) return int(i);

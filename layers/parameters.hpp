@@ -80,7 +80,7 @@ std::int64_t padded_vocab_slice(std::int64_t vocab_size, int tp_size);
 std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank);
 
 // Collective over the tensor group `tp` (null: no split): the tensor at its global shape, from
-// every rank's shard `local` (p.size elements). For checkpoints and layout-equivalence tests.
+// every rank's shard `local` (p.size elements). For the weights file and layout-equivalence tests.
 std::vector<float> gather_parameter(const ParamInfo& p, const float* local, parallel::Comm* tp);
 
 // Fills `params` (flat, table.total) with the GPT-2 initialisation from `seed`. Each tensor

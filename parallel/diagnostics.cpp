@@ -7,13 +7,17 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 #include <fmt/format.h>
 
 namespace gridlm {
 namespace {
-// Coordinates are process-wide by nature: one grid per process.
-int g_coords[3] = {-1, -1, -1};
+// The live GridCoordinatesScopes, newest first; both constant-initialised, so where() works even
+// during static initialisation. The mutex because where() may run on a background thread while
+// the main thread makes or drops a grid.
+std::mutex g_scopes_mutex;
+GridCoordinatesScope* g_newest_scope = nullptr;
 
 bool mpi_running() {
   int initialized = 0, finalized = 0;
@@ -23,10 +27,21 @@ bool mpi_running() {
 }
 } // namespace
 
-void set_grid_coordinates(int dp, int pp, int tp) {
-  g_coords[0] = dp;
-  g_coords[1] = pp;
-  g_coords[2] = tp;
+GridCoordinatesScope::GridCoordinatesScope(int dp, int pp, int tp) : dp_(dp), pp_(pp), tp_(tp) {
+  const std::lock_guard<std::mutex> lock(g_scopes_mutex);
+  older_ = g_newest_scope;
+  if (older_ != nullptr) older_->newer_ = this;
+  g_newest_scope = this;
+}
+
+GridCoordinatesScope::~GridCoordinatesScope() {
+  const std::lock_guard<std::mutex> lock(g_scopes_mutex);
+  if (older_ != nullptr) older_->newer_ = newer_;
+  if (newer_ != nullptr) {
+    newer_->older_ = older_;
+  } else {
+    g_newest_scope = older_;
+  }
 }
 
 std::string host_name() {
@@ -34,6 +49,17 @@ std::string host_name() {
   if (gethostname(buf.data(), buf.size() - 1) != 0) return "unknown-host";
   return buf.data();
 }
+
+std::string grid_part() {
+  const std::lock_guard<std::mutex> lock(g_scopes_mutex);
+  const GridCoordinatesScope* scope = g_newest_scope;
+  return scope == nullptr
+             ? std::string()
+             : fmt::format(", grid (dp {}, pp {}, tp {})", scope->dp_, scope->pp_, scope->tp_);
+}
+
+Error::Error(const std::string& message) : std::runtime_error(message), grid_(grid_part()) {}
+Error::Error(const char* message) : std::runtime_error(message), grid_(grid_part()) {}
 
 std::string where() {
   std::string text;
@@ -45,14 +71,13 @@ std::string where() {
   } else {
     text = fmt::format("process {} on host {}", static_cast<long>(getpid()), host_name());
   }
-  if (g_coords[0] >= 0) {
-    text += fmt::format(", grid (dp {}, pp {}, tp {})", g_coords[0], g_coords[1], g_coords[2]);
-  }
-  return text;
+  return text + grid_part();
 }
 
-void abort_job(const std::string& message) {
-  std::fprintf(stderr, "gridlm: fatal error on %s:\n  %s\n", where().c_str(), message.c_str());
+void abort_job(const std::string& message, const std::string& grid_context) {
+  std::string at = where();
+  if (at.find(", grid (") == std::string::npos) at += grid_context;
+  std::fprintf(stderr, "gridlm: fatal error on %s:\n  %s\n", at.c_str(), message.c_str());
   std::fflush(stderr);
   if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);

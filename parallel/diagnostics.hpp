@@ -1,5 +1,5 @@
 // Error types and "where am I" context for messages: every error gridlm reports names the
-// rank, the host and, once the grid exists, the rank's (dp, pp, tp) coordinates.
+// rank, the host and, while a grid exists, the rank's (dp, pp, tp) coordinates.
 #pragma once
 
 #include <stdexcept>
@@ -7,10 +7,17 @@
 
 namespace gridlm {
 
-// An error seen by this rank. Uncaught, it ends the job through abort_job().
+// An error seen by this rank. Uncaught, it ends the job through abort_job(). It keeps the grid
+// coordinates where it was thrown, since the grid may be gone by the time it is reported.
 class Error : public std::runtime_error {
 public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message);
+  explicit Error(const char* message);
+  // ", grid (dp 1, pp 0, tp 1)" as where() said it at the throw, or "" outside any grid.
+  const std::string& grid_context() const { return grid_; }
+
+private:
+  std::string grid_;
 };
 
 // An error every rank knows about, because the ranks agreed on it (see agree.hpp): the job
@@ -22,17 +29,39 @@ public:
 };
 
 // "rank 3 of 8 on host n01, grid (dp 1, pp 0, tp 1)"; usable before MPI_Init and after
-// MPI_Finalize, where it says less.
+// MPI_Finalize, where it says less, and from any thread (io::Prefetcher's reads). The grid part
+// names the newest GridCoordinatesScope alive, if any.
 std::string where();
 
-// Set by parallel::Grid once coordinates exist, so that later errors name them.
-void set_grid_coordinates(int dp, int pp, int tp);
+// Registers this rank's grid coordinates for where() while it lives. parallel::Grid holds one,
+// so errors name the coordinates of the grid that exists, and none once it is gone. Scopes
+// normally nest (a test's MPI_COMM_SELF grid inside the world grid): destroying one restores the
+// one registered before it; one destroyed out of order is simply dropped, so where() never names
+// a scope that is gone.
+class GridCoordinatesScope {
+public:
+  GridCoordinatesScope(int dp, int pp, int tp);
+  ~GridCoordinatesScope();
+  GridCoordinatesScope(const GridCoordinatesScope&) = delete;
+  GridCoordinatesScope& operator=(const GridCoordinatesScope&) = delete;
+
+private:
+  friend std::string grid_part();
+  int dp_, pp_, tp_;
+  // The registrations form a list, newest first, guarded by a mutex in diagnostics.cpp.
+  GridCoordinatesScope* older_ = nullptr;
+  GridCoordinatesScope* newer_ = nullptr;
+};
+
+// ", grid (dp 1, pp 0, tp 1)" for the newest live GridCoordinatesScope, or "".
+std::string grid_part();
 
 // This process's host name.
 std::string host_name();
 
 // Prints the message with where() to stderr and ends every rank with MPI_Abort (or exits,
 // when MPI is not running). For errors other ranks cannot know about.
-[[noreturn]] void abort_job(const std::string& message);
+// `grid_context` (an Error's) is named when no grid exists any more.
+[[noreturn]] void abort_job(const std::string& message, const std::string& grid_context = "");
 
 } // namespace gridlm

@@ -110,7 +110,8 @@ Grid Grid::create(MPI_Comm world, const GridOptions& options) {
     g.pipe_prev_ = (g.coords_.pp + g.layout_.pp - 1) % g.layout_.pp;
     g.pipe_next_ = (g.coords_.pp + 1) % g.layout_.pp;
   }
-  set_grid_coordinates(g.coords_.dp, g.coords_.pp, g.coords_.tp);
+  g.coordinates_scope_ =
+      std::make_shared<const GridCoordinatesScope>(g.coords_.dp, g.coords_.pp, g.coords_.tp);
 
   // A tensor group must live on one node unless the user insists.
   std::array<int, 2> span{g.node_, -g.node_};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "parallel/comm.hpp"
+#include "parallel/diagnostics.hpp"
 #include "parallel/layout.hpp"
 #include "parallel/mpi_comm_handle.hpp"
 
@@ -91,6 +92,9 @@ private:
   MpiCommHandle cart_;
   MpiCommHandle axis_[3];
   MpiCommHandle node_comm_;
+  // Shared by the copies of this grid, so that where() names its coordinates exactly while one
+  // of them lives.
+  std::shared_ptr<const GridCoordinatesScope> coordinates_scope_;
 };
 
 } // namespace gridlm::parallel

@@ -1,7 +1,7 @@
 // Pipeline schedules as data: a pure function (stages p, micro-batches m, chunks v, kind) gives
 // each stage an ordered list of ops; a checker proves a schedule complete, ordered and free of
 // deadlock; a simulator computes its timeline, bubble and activation memory for given costs.
-// The executor (app/pipeline) runs these lists; nothing here talks to MPI.
+// The executor (parallel/executor) runs these lists; nothing here talks to MPI.
 //
 // Model chunks: with v chunks per stage, stage s holds virtual stages s, s + p, ..., s + (v-1)p
 // (Megatron's round-robin), so virtual stage q = c * p + s of chunk c runs on stage q % p.

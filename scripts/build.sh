@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds gridlm. Usage: scripts/build.sh [cpu|cuda|fuzz] [extra cmake args...]
 #   cpu  (default) -> build/       the CPU build: MPI + Kokkos Serial + OpenBLAS
-#   cuda           -> build-cuda/  adds CUDA device code, cuBLAS and NCCL (needs nvcc)
+#   cuda           -> build-cuda/  adds the CUDA runtime, NCCL and the gpu tests (needs nvcc)
 #   fuzz           -> build-fuzz/  the fuzz targets alone, with clang, libFuzzer, ASan, UBSan
 # Warnings are errors, as in CI. Re-running only rebuilds what changed.
 set -euo pipefail

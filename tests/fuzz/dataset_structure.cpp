@@ -1092,6 +1092,8 @@ std::string describe(const io::DatasetInfo& i) {
 
 // HDF5 calls the automatic error handler when an API call fails; the default one prints the
 // error stack on stderr. Counting those calls tells whether anything would have been printed.
+// gridlm turns the handler off once per process (io::detail::quiet_hdf5_errors), so the counter
+// stands in for the default one only until then.
 int hdf5_failures = 0;
 herr_t count_failure(hid_t, void*) {
   ++hdf5_failures;
@@ -1113,9 +1115,13 @@ Outcome check_dataset_structure(const std::uint8_t* data, std::size_t size) {
   const H5Handle file = build(m);
   const ssize_t open_before = H5Fget_obj_count(file.get(), H5F_OBJ_ALL);
 
-  // In place of HDF5's default handler, which prints the error stack on stderr: a caller may
-  // have left it on.
-  MUST(H5Eset_auto2(H5E_DEFAULT, count_failure, nullptr));
+  // In place of HDF5's default handler, which prints the error stack on stderr, while it is on:
+  // read_dataset_info may be a program's first gridlm call, and must then turn it off before
+  // any of its HDF5 calls fails.
+  H5E_auto2_t handler = nullptr;
+  void* handler_data = nullptr;
+  MUST(H5Eget_auto2(H5E_DEFAULT, &handler, &handler_data));
+  if (handler != nullptr) MUST(H5Eset_auto2(H5E_DEFAULT, count_failure, nullptr));
   hdf5_failures = 0;
   Outcome out;
   std::optional<io::DatasetInfo> got;
@@ -1134,6 +1140,11 @@ Outcome check_dataset_structure(const std::uint8_t* data, std::size_t size) {
   if (failures > 0) {
     violated(m, fmt::format("HDF5 printed {} error stack(s) on stderr ({})", failures,
                             got ? "it accepted the file" : "error: " + out.error));
+  }
+  MUST(H5Eget_auto2(H5E_DEFAULT, &handler, &handler_data));
+  if (handler != nullptr) {
+    violated(m, "it left HDF5's automatic error printing on: later failing HDF5 calls would "
+                "print their error stacks on stderr");
   }
   const ssize_t open_after = H5Fget_obj_count(file.get(), H5F_OBJ_ALL);
   if (open_after != open_before) {

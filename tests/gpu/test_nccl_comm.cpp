@@ -9,11 +9,12 @@
 #include "parallel/comm_mpi.hpp"
 #include "parallel/comm_nccl.hpp"
 #include "parallel/cuda_check.hpp"
-#include "parallel/device_fill.hpp"
 #include "parallel/grid.hpp"
+#include "tests/gpu/device_fill.hpp"
 
 using namespace gridlm;
 using namespace gridlm::parallel;
+using gridlm::test::device_fill_affine;
 
 namespace {
 

@@ -13,10 +13,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "app/pipeline.hpp"
-#include "app/stage_layout.hpp"
+#include "engine/pipeline_model.hpp"
 #include "layers/adamw.hpp"
 #include "parallel/schedule_transfers.hpp"
+#include "parallel/stage_layout.hpp"
 #include "tests/test_util.hpp"
 
 using namespace gridlm;
@@ -34,14 +34,24 @@ layers::ModelConfig model() {
   return m;
 }
 
+// How a check runs the pipeline: explicit blocks per virtual stage (empty: uniform), and stage
+// transfers in NCCL's per-op groups (here over MPI).
+struct Options {
+  std::vector<int> stage_blocks;
+  bool grouped_transfers = false;
+};
+
+std::vector<int> plan_blocks(const layers::ModelConfig& m, int Q, const std::string& layout) {
+  return parallel::plan_stage_blocks(layers::stage_cost_model(m), Q, layout);
+}
+
 void fill(int step, int micro, std::vector<std::int32_t>& seq, int V) {
   for (std::size_t i = 0; i < seq.size(); ++i) {
     seq[i] = std::int32_t((i * 7 + std::size_t(micro) * 13 + std::size_t(step) * 5) % V);
   }
 }
 
-void check(parallel::ScheduleKind kind, int chunks, bool tied, app::PipelineOptions options = {},
-           int tp = 1) {
+void check(parallel::ScheduleKind kind, int chunks, bool tied, Options options = {}, int tp = 1) {
   const int n = test::world_size(), m = 8, B = 2, T = 12, pp = n / tp;
   layers::ModelConfig mc = model();
   mc.tied_embeddings = tied;
@@ -50,23 +60,25 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, app::PipelineOpti
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
   const auto tp_comm = tp > 1 ? grid.make_mpi_comm(parallel::Axis::tp) : nullptr;
   const parallel::Schedule schedule = parallel::make_schedule(kind, pp, m, chunks);
-  options.eval_micro_batches = 3;
-  app::Pipeline pipe(mc, B, T, grid, schedule, tp_comm.get(), options);
+  const parallel::PipelinePlan plan = parallel::plan_pipeline(
+      schedule, 3,
+      options.grouped_transfers ? parallel::Transfers::grouped : parallel::Transfers::up_front);
+  const std::vector<int> blocks =
+      options.stage_blocks.empty() ? plan_blocks(mc, pp * chunks, "uniform") : options.stage_blocks;
+  engine::PipelineModel model(mc, B, T, grid, plan, blocks, tp_comm.get(), 5);
+  parallel::Executor& pipe = model.executor();
   GPT whole(mc, B, T);
   init_parameters(whole.params(), whole.table(), 5);
   std::vector<std::unique_ptr<AdamW>> opts;
-  for (auto& g : pipe.chunks()) {
-    init_parameters(g->params(), g->table(), 5);
+  for (auto& g : model.chunks())
     opts.push_back(std::make_unique<AdamW>(OptimizerConfig{}, g->table()));
-  }
   AdamW whole_opt(OptimizerConfig{}, whole.table());
   OptimizerConfig oc;
-  oc.total_steps = 20;
+  oc.decay_steps = 20;
 
   std::vector<std::int32_t> seq(B * (T + 1)), x(B * T), y(B * T);
   for (int step = 0; step < 20; ++step) {
-    for (auto& g : pipe.chunks())
-      g->zero_grad();
+    pipe.zero_grad();
     const double loss = pipe.step(
         [&](int micro, std::vector<std::int32_t>& s) { fill(step, micro, s, mc.vocab_size); },
         1.0f / m);
@@ -84,7 +96,7 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, app::PipelineOpti
     }
     EXPECT_NEAR(loss, ref, (step == 0 ? 1e-5 : 1e-4) * ref) << "step " << step;
     if (step == 0) {
-      for (auto& g : pipe.chunks()) {
+      for (auto& g : model.chunks()) {
         for (const ParamInfo& p : g->table().params) {
           const std::vector<float> got =
               gather_parameter(p, g->grad(g->table().find(p.name)), tp_comm.get());
@@ -102,7 +114,7 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, app::PipelineOpti
       }
       EXPECT_NEAR(pipe.grad_norm_squared(tp_comm.get()), whole.grad_sum_of_squares(),
                   1e-4 * whole.grad_sum_of_squares());
-      const app::PipelineTiming& timing = pipe.last_timing();
+      const parallel::PipelineTiming& timing = pipe.last_timing();
       EXPECT_GT(timing.seconds, 0.0);
       EXPECT_GE(timing.bubble, pp > 1 ? 0.0 : -1e-9);
       EXPECT_LT(timing.bubble, 1.0);
@@ -113,7 +125,7 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, app::PipelineOpti
     }
     const double norm = std::sqrt(pipe.grad_norm_squared(tp_comm.get()));
     for (std::size_t c = 0; c < opts.size(); ++c) {
-      opts[c]->update(pipe.chunks()[c]->params(), pipe.chunks()[c]->grads(), step,
+      opts[c]->update(model.chunks()[c]->params(), model.chunks()[c]->grads(), step,
                       learning_rate(oc, step), norm);
     }
     whole_opt.update(whole.params(), whole.grads(), step, learning_rate(oc, step),
@@ -145,7 +157,7 @@ TEST(Pipeline, InterleavedMatchesOneRank) { check(parallel::ScheduleKind::interl
 TEST(Pipeline, ZeroBubbleH1MatchesOneRank) { check(parallel::ScheduleKind::zb_h1, 1, true); }
 
 TEST(Pipeline, GroupedTransfersMatchOneRank) {
-  app::PipelineOptions o;
+  Options o;
   o.grouped_transfers = true;
   check(parallel::ScheduleKind::one_f_one_b, 1, true, o);
   check(parallel::ScheduleKind::zb_h1, 1, false, o);
@@ -153,11 +165,11 @@ TEST(Pipeline, GroupedTransfersMatchOneRank) {
 
 TEST(Pipeline, UnevenAndBalancedLayoutsMatchOneRank) {
   const int n = test::world_size();
-  app::PipelineOptions o;
+  Options o;
   o.stage_blocks.assign(std::size_t(n), 1); // model() has 8 blocks: the last stage takes the rest
   o.stage_blocks.back() = 8 - (n - 1);
   check(parallel::ScheduleKind::one_f_one_b, 1, true, o);
-  o.stage_blocks = app::plan_stage_blocks(model(), 2 * n, "balanced");
+  o.stage_blocks = plan_blocks(model(), 2 * n, "balanced");
   check(parallel::ScheduleKind::interleaved, 2, true, o);
 }
 
@@ -180,29 +192,19 @@ TEST(Pipeline, GroupedTransfersRefusedWhereTheyCouldDeadlock) {
     }
   }
   ASSERT_FALSE(schedule.ops.empty());
-  app::PipelineOptions options;
-  options.grouped_transfers = true;
-  layers::ModelConfig mc = model();
-  mc.n_layer = n * schedule.chunks;
-  const std::string msg =
-      test::collective_error([&] { app::Pipeline(mc, 2, 12, grid, schedule, nullptr, options); });
+  const std::string msg = test::collective_error(
+      [&] { parallel::plan_pipeline(schedule, 1, parallel::Transfers::grouped); });
   EXPECT_NE(msg.find("cannot run its stage transfers in NCCL groups"), std::string::npos) << msg;
 }
 
 TEST(Pipeline, LayoutsThatDropOrRepeatBlocksAreRefused) {
   const int n = test::world_size();
-  parallel::GridOptions o;
-  o.layout = {1, n, 1};
-  const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
-  const auto schedule = parallel::make_schedule(parallel::ScheduleKind::one_f_one_b, n, 4);
-  app::PipelineOptions options;
-  options.stage_blocks.assign(std::size_t(n), 1); // n < 8 blocks: some dropped
-  std::string msg = test::collective_error(
-      [&] { app::Pipeline(model(), 2, 12, grid, schedule, nullptr, options); });
+  std::vector<int> stage_blocks(std::size_t(n), 1); // n < 8 blocks: some dropped
+  const auto plan = [&] { plan_blocks(model(), n, parallel::stage_blocks_text(stage_blocks)); };
+  std::string msg = test::collective_error(plan);
   EXPECT_NE(msg.find("every block must be assigned exactly once"), std::string::npos) << msg;
-  options.stage_blocks.assign(std::size_t(n), 8); // too many: repeated
-  msg = test::collective_error(
-      [&] { app::Pipeline(model(), 2, 12, grid, schedule, nullptr, options); });
+  stage_blocks.assign(std::size_t(n), 8); // too many: repeated
+  msg = test::collective_error(plan);
   EXPECT_NE(msg.find("assigns " + std::to_string(8 * n) + " blocks"), std::string::npos) << msg;
 }
 
@@ -210,12 +212,7 @@ TEST(Pipeline, BlocksThatDoNotDivideAreRefused) {
   const int n = test::world_size();
   layers::ModelConfig mc = model();
   mc.n_layer = 3 * n + 1;
-  parallel::GridOptions o;
-  o.layout = {1, n, 1};
-  const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
-  const auto schedule = parallel::make_schedule(parallel::ScheduleKind::one_f_one_b, n, 4);
-  const std::string msg =
-      test::collective_error([&] { app::Pipeline(mc, 2, 12, grid, schedule, nullptr); });
+  const std::string msg = test::collective_error([&] { plan_blocks(mc, n, "uniform"); });
   EXPECT_NE(msg.find("does not divide into parallel.pp x parallel.chunks"), std::string::npos)
       << msg;
 }

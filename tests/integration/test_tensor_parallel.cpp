@@ -36,7 +36,7 @@ struct Run {
     std::vector<double> norm2{gpt->grad_sum_of_squares()};
     if (tp != nullptr && tp->size() > 1) tp->all_reduce(Span<double>(norm2));
     OptimizerConfig c;
-    c.total_steps = 20;
+    c.decay_steps = 20;
     opt->update(gpt->params(), gpt->grads(), s, learning_rate(c, s), std::sqrt(norm2[0]));
     return loss;
   }

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "app/trainer.hpp"
+#include "engine/trainer.hpp"
 #include "parallel/grid.hpp"
 #include "tests/dataset_util.hpp"
 
@@ -16,8 +16,8 @@ using namespace gridlm;
 
 namespace {
 
-app::RunConfig config_for(const std::string& path, int micro_batch) {
-  app::RunConfig c;
+engine::RunConfig config_for(const std::string& path, int micro_batch) {
+  engine::RunConfig c;
   c.model.vocab_size = 304; // the dataset's 300, rounded up as a model may
   c.model.seq_len = 16;
   c.model.n_layer = 2;
@@ -28,7 +28,7 @@ app::RunConfig config_for(const std::string& path, int micro_batch) {
   c.train.steps = 20;
   c.train.log_every = 100;
   c.train.optim.lr = 1e-2;
-  c.train.optim.total_steps = 20;
+  c.train.optim.decay_steps = 20;
   c.data.source = path;
   c.output.dir = "";
   c.output.metrics = "";
@@ -36,7 +36,7 @@ app::RunConfig config_for(const std::string& path, int micro_batch) {
   return c;
 }
 
-void expect_same_losses(const app::TrainResult& a, const app::TrainResult& one) {
+void expect_same_losses(const engine::TrainResult& a, const engine::TrainResult& one) {
   ASSERT_EQ(a.losses.size(), one.losses.size());
   for (std::size_t s = 0; s < one.losses.size(); ++s)
     EXPECT_NEAR(a.losses[s], one.losses[s], 1e-4 * one.losses[s]) << "step " << s;
@@ -59,10 +59,10 @@ TEST_F(TrainDataset, DataParallelMatchesOneRank) {
   ASSERT_EQ(8 % n, 0) << "register at a rank count dividing 8";
   parallel::GridOptions all;
   all.layout = {n, 1, 1};
-  const app::TrainResult dp =
-      app::train(config_for(path_, 8 / n), parallel::Grid::create(MPI_COMM_WORLD, all));
-  const app::TrainResult one =
-      app::train(config_for(path_, 8), parallel::Grid::create(MPI_COMM_SELF, {}));
+  const engine::TrainResult dp =
+      engine::train(config_for(path_, 8 / n), parallel::Grid::create(MPI_COMM_WORLD, all));
+  const engine::TrainResult one =
+      engine::train(config_for(path_, 8), parallel::Grid::create(MPI_COMM_SELF, {}));
   expect_same_losses(dp, one);
   EXPECT_LT(one.losses.back(), one.losses.front() - 0.5);
 }
@@ -71,20 +71,20 @@ TEST_F(TrainDataset, TensorParallelMatchesOneRank) {
   const int n = test::world_size();
   parallel::GridOptions grid;
   grid.layout = {n / 2, 1, 2}; // tp 2, and dp 2 x tp 2 on 4 ranks
-  const app::TrainResult tp =
-      app::train(config_for(path_, 8 / (n / 2)), parallel::Grid::create(MPI_COMM_WORLD, grid));
-  const app::TrainResult one =
-      app::train(config_for(path_, 8), parallel::Grid::create(MPI_COMM_SELF, {}));
+  const engine::TrainResult tp =
+      engine::train(config_for(path_, 8 / (n / 2)), parallel::Grid::create(MPI_COMM_WORLD, grid));
+  const engine::TrainResult one =
+      engine::train(config_for(path_, 8), parallel::Grid::create(MPI_COMM_SELF, {}));
   expect_same_losses(tp, one);
 }
 
 TEST_F(TrainDataset, ModelVocabularyMustCoverTheDataset) {
-  app::RunConfig c = config_for(path_, 2);
+  engine::RunConfig c = config_for(path_, 2);
   c.model.vocab_size = 256;
   parallel::GridOptions all;
   all.layout = {test::world_size(), 1, 1};
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, all);
-  const std::string msg = test::collective_error([&] { app::train(c, grid); });
+  const std::string msg = test::collective_error([&] { engine::train(c, grid); });
   EXPECT_NE(msg.find(fmt::format("ranks 0-{}: dataset '{}' has a vocabulary of 300 tokens but "
                                  "model.vocab_size = 256",
                                  test::world_size() - 1, path_)),

@@ -5,7 +5,7 @@
 // Tolerance: |loss_dp - loss_1| <= 1e-4 * loss_1 at every one of 20 AdamW steps.
 #include <gtest/gtest.h>
 
-#include "app/trainer.hpp"
+#include "engine/trainer.hpp"
 #include "parallel/grid.hpp"
 #include "tests/test_util.hpp"
 
@@ -13,8 +13,8 @@ using namespace gridlm;
 
 namespace {
 
-app::RunConfig small_config(int micro_batch) {
-  app::RunConfig c;
+engine::RunConfig small_config(int micro_batch) {
+  engine::RunConfig c;
   c.model.vocab_size = 32;
   c.model.seq_len = 16;
   c.model.n_layer = 2;
@@ -25,7 +25,7 @@ app::RunConfig small_config(int micro_batch) {
   c.train.steps = 20;
   c.train.log_every = 100;
   c.train.optim.lr = 1e-2;
-  c.train.optim.total_steps = 20;
+  c.train.optim.decay_steps = 20;
   c.output.dir = "";
   c.output.metrics = "";
   c.output.weights = "";
@@ -39,10 +39,10 @@ TEST(Train, DataParallelMatchesOneRank) {
   ASSERT_EQ(8 % n, 0) << "register at a rank count dividing 8";
   parallel::GridOptions all;
   all.layout = {n, 1, 1};
-  const app::TrainResult dp =
-      app::train(small_config(8 / n), parallel::Grid::create(MPI_COMM_WORLD, all));
-  const app::TrainResult one =
-      app::train(small_config(8), parallel::Grid::create(MPI_COMM_SELF, {}));
+  const engine::TrainResult dp =
+      engine::train(small_config(8 / n), parallel::Grid::create(MPI_COMM_WORLD, all));
+  const engine::TrainResult one =
+      engine::train(small_config(8), parallel::Grid::create(MPI_COMM_SELF, {}));
   ASSERT_EQ(dp.losses.size(), one.losses.size());
   for (std::size_t s = 0; s < one.losses.size(); ++s) {
     EXPECT_NEAR(dp.losses[s], one.losses[s], 1e-4 * one.losses[s]) << "step " << s;

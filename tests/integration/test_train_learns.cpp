@@ -9,16 +9,16 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "app/sampler.hpp"
-#include "app/trainer.hpp"
-#include "app/weights_file.hpp"
+#include "engine/sampler.hpp"
+#include "engine/trainer.hpp"
+#include "engine/weights_file.hpp"
 #include "io/synthetic_source.hpp"
 #include "parallel/grid.hpp"
 
 using namespace gridlm;
 
 TEST(Train, LearnsTheSyntheticLanguage) {
-  app::RunConfig c;
+  engine::RunConfig c;
   c.model.vocab_size = 64;
   c.model.seq_len = 32;
   c.model.n_layer = 2;
@@ -29,13 +29,13 @@ TEST(Train, LearnsTheSyntheticLanguage) {
   c.train.log_every = 50;
   c.train.optim.lr = 3e-3;
   c.train.optim.warmup_steps = 10;
-  c.train.optim.total_steps = c.train.steps;
+  c.train.optim.decay_steps = c.train.steps;
   c.output.dir = std::filesystem::temp_directory_path() /
                  ("gridlm_train_learns_" + std::to_string(::getpid()));
   c.output.metrics = "";
   c.output.weights = "model.h5";
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_SELF, {});
-  const app::TrainResult r = app::train(c, grid);
+  const engine::TrainResult r = engine::train(c, grid);
   const io::SyntheticSource source(c.model.vocab_size, std::uint64_t(c.data.seed));
   const double unigram = source.unigram_entropy();
   EXPECT_NEAR(r.first_loss, std::log(double(c.model.vocab_size)), 0.3)
@@ -51,16 +51,16 @@ TEST(Train, LearnsTheSyntheticLanguage) {
 
   // Sample from the written weights: a model that knows the chain mostly draws successors.
   io::H5File file = io::H5File::open_read(c.output.dir + "/model.h5");
-  const layers::ModelConfig m = app::read_model_attributes(file);
+  const layers::ModelConfig m = engine::read_model_attributes(file);
   ASSERT_EQ(m.d_model, c.model.d_model);
   layers::GPT gpt(m, 1, m.seq_len);
-  app::load_weights(gpt, file);
-  app::SampleOptions o;
+  engine::load_weights(gpt, file);
+  engine::SampleOptions o;
   o.tokens = 200;
   o.temperature = 1.0;
   o.top_k = 0;
   std::vector<std::int32_t> text{5};
-  const std::vector<std::int32_t> drawn = app::generate(gpt, text, o);
+  const std::vector<std::int32_t> drawn = engine::generate(gpt, text, o);
   text.insert(text.end(), drawn.begin(), drawn.end());
   int follows = 0;
   for (std::size_t i = 1; i < text.size(); ++i) {

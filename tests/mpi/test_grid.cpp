@@ -1,9 +1,15 @@
 // parallel::Grid on every factorisation of the world size: coordinates with tp fastest, axis
-// communicators, pipeline neighbours, the gathered table; and impossible layouts refused on
-// every rank (test_grid_nodes.cpp has the node check). Runs at 1, 2, 4 and 8 ranks.
+// communicators, pipeline neighbours, the gathered table; impossible layouts refused on every
+// rank (test_grid_nodes.cpp has the node check); where() naming the coordinates of the grid that
+// lives, and of none once it is gone. Runs at 1, 2, 4 and 8 ranks.
 #include <gtest/gtest.h>
 
 #include <mpi.h>
+
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "parallel/diagnostics.hpp"
 #include "parallel/grid.hpp"
@@ -69,4 +75,61 @@ TEST(Grid, ImpossibleLayoutIsRefusedOnEveryRank) {
   EXPECT_NE(msg.find("but the job has " + std::to_string(n)), std::string::npos) << msg;
   EXPECT_NE(msg.find(Layout{n, 1, 1}.flags()), std::string::npos) << msg;
   EXPECT_EQ(msg.rfind(n == 1 ? "rank 0:" : "ranks 0-" + std::to_string(n - 1) + ":", 0), 0u) << msg;
+}
+
+namespace {
+
+// The grid part of where(): ", grid (dp X, pp Y, tp Z)", or "" when it names no grid.
+std::string where_grid_part() {
+  const std::string text = where();
+  const std::size_t at = text.find(", grid (");
+  return at == std::string::npos ? "" : text.substr(at);
+}
+
+std::string grid_part_of(const Grid& g) {
+  return fmt::format(", grid (dp {}, pp {}, tp {})", g.coords().dp, g.coords().pp, g.coords().tp);
+}
+
+} // namespace
+
+TEST(Grid, WhereNamesTheCoordinatesOfTheGridThatLives) {
+  ASSERT_EQ(where_grid_part(), "") << "a grid made earlier in this process is still registered";
+  GridOptions by_rank;
+  by_rank.layout = {world_size(), 1, 1}; // dp is the rank, so ranks > 0 differ from a self grid
+  std::optional<Grid> world = Grid::create(MPI_COMM_WORLD, by_rank);
+  const std::string world_part = grid_part_of(*world);
+  EXPECT_EQ(where_grid_part(), world_part);
+
+  // A grid over MPI_COMM_SELF (coordinates 0, 0, 0) made while the world grid lives, as tests
+  // do; its registration lasts while any copy of it does, then the world grid's is back.
+  std::optional<Grid> copy;
+  {
+    const Grid self = Grid::create(MPI_COMM_SELF, GridOptions{});
+    EXPECT_EQ(where_grid_part(), ", grid (dp 0, pp 0, tp 0)");
+    copy = self;
+  }
+  EXPECT_EQ(where_grid_part(), ", grid (dp 0, pp 0, tp 0)")
+      << "a copy of the self grid still lives";
+  copy.reset();
+  EXPECT_EQ(where_grid_part(), world_part);
+
+  // Dropped out of order: the world grid goes while a self grid lives, and is not named again.
+  copy = Grid::create(MPI_COMM_SELF, GridOptions{});
+  world.reset();
+  EXPECT_EQ(where_grid_part(), ", grid (dp 0, pp 0, tp 0)");
+  copy.reset();
+  EXPECT_EQ(where_grid_part(), "");
+}
+
+TEST(Grid, AnErrorKeepsTheCoordinatesWhereItWasThrown) {
+  GridOptions by_rank;
+  by_rank.layout = {world_size(), 1, 1};
+  std::optional<Grid> grid = Grid::create(MPI_COMM_WORLD, by_rank);
+  const std::string part = grid_part_of(*grid);
+  const gridlm::Error thrown("inside the grid");
+  grid.reset();
+  // The job's last report (abort_job from main) runs after the grid is gone: the error still
+  // says where it happened.
+  EXPECT_EQ(thrown.grid_context(), part);
+  EXPECT_EQ(gridlm::Error("outside any grid").grid_context(), "");
 }

@@ -1,6 +1,6 @@
 // Parallel HDF5 over MPI-IO: a vector written collectively by one partition of the ranks reads
-// back exactly under another (the basis of checkpoints that reshard), and bad files give clear
-// errors on every rank. Runs at 1, 2 and 4 ranks.
+// back exactly under another (what checkpoints that reshard will build on), and bad files give
+// clear errors on every rank. Runs at 1, 2 and 4 ranks.
 #include <gtest/gtest.h>
 
 #include <mpi.h>

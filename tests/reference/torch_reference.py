@@ -28,7 +28,7 @@ import torch.nn.functional as F
 REQUIRED_ATTRS = [
     "vocab_size", "seq_len", "n_layer", "n_head", "d_model",
     "tied_embeddings", "micro_batch", "accum", "steps", "lr", "min_lr",
-    "warmup_steps", "total_steps", "beta1", "beta2", "eps", "weight_decay",
+    "warmup_steps", "decay_steps", "beta1", "beta2", "eps", "weight_decay",
     "decay_embeddings", "decay_norms_and_biases", "grad_clip",
 ]
 
@@ -105,7 +105,7 @@ def decayed_names(model, decay_embeddings, decay_norms_and_biases):
 
 def lr_at(s, a):
     lr, min_lr = float(a["lr"]), float(a["min_lr"])
-    warm, total = int(a["warmup_steps"]), int(a["total_steps"])
+    warm, total = int(a["warmup_steps"]), int(a["decay_steps"])
     if warm > 0 and s < warm:
         return lr * (s + 1) / warm
     if s >= total:

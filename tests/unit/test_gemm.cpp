@@ -21,7 +21,8 @@ TEST(Matmul, MatchesTripleLoopForAllTransposes) {
         for (float& x : *v)
           x = u(rng);
       c0 = c;
-      matmul(c.data(), a.data(), ta, b.data(), tb, m, n, k, 0.5f, 2.0f);
+      matmul(c.data(), a.data(), ta ? Transpose::yes : Transpose::no, b.data(),
+             tb ? Transpose::yes : Transpose::no, m, n, k, 0.5f, 2.0f);
       for (long i = 0; i < m; ++i) {
         for (long j = 0; j < n; ++j) {
           double ref = 0.0;

@@ -116,13 +116,32 @@ TEST(Schedule, WarmupThenCosineToTheFloor) {
   c.lr = 1.0;
   c.min_lr = 0.1;
   c.warmup_steps = 4;
-  c.total_steps = 14;
+  c.decay_steps = 14;
   EXPECT_DOUBLE_EQ(learning_rate(c, 0), 0.25);
   EXPECT_DOUBLE_EQ(learning_rate(c, 3), 1.0);
   EXPECT_DOUBLE_EQ(learning_rate(c, 4), 1.0);
   EXPECT_NEAR(learning_rate(c, 9), 0.55, 1e-12); // half way: (1 + 0.1) / 2
   EXPECT_DOUBLE_EQ(learning_rate(c, 14), 0.1);
   EXPECT_DOUBLE_EQ(learning_rate(c, 100), 0.1);
+}
+
+TEST(Schedule, DecayHorizonZeroMeansTheRunsLastStepOnceResolved) {
+  OptimizerConfig c;
+  c.lr = 1.0;
+  c.min_lr = 0.1;
+  c.warmup_steps = 4;
+  EXPECT_EQ(resolve_decay(c, 14).decay_steps, 14);
+  c.decay_steps = 9;
+  EXPECT_EQ(resolve_decay(c, 14).decay_steps, 9) << "an explicit horizon is kept";
+  c.decay_steps = 0;
+  // Unresolved, the schedule refuses instead of silently dropping to min_lr after the warmup.
+  try {
+    learning_rate(c, 5);
+    ADD_FAILURE() << "an unresolved decay_steps = 0 was accepted";
+  } catch (const gridlm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.decay_steps = 0"), std::string::npos) << e.what();
+  }
+  EXPECT_NEAR(learning_rate(resolve_decay(c, 14), 9), 0.55, 1e-12);
 }
 
 namespace {
@@ -230,7 +249,7 @@ void expect_split_backward_matches_fused(const ModelConfig& m, const StageSpec& 
     input[i] = std::sin(0.37f * float(i));
     dout[i] = 0.01f * std::cos(0.11f * float(i));
   }
-  GPT fused(m, B, T, stage, nullptr, 2), split(m, B, T, stage, nullptr, 2, true);
+  GPT fused(m, B, T, stage, nullptr, 2), split(m, B, T, stage, nullptr, 2, Backward::split);
   std::vector<float> dinput[2][2]; // [model][micro-batch]
   for (GPT* g : {&fused, &split}) {
     init_parameters(g->params(), g->table(), 3);
@@ -290,6 +309,6 @@ TEST(SplitBackward, InputThenWeightHalvesEqualTheFusedBackward) {
 TEST(SplitBackward, HalvesRefusedOutOfOrder) {
   GPT fused(small(), 2, 8);
   EXPECT_THROW(fused.backward_input(1.0f), gridlm::Error) << "not planned for a split backward";
-  GPT split(small(), 2, 8, {}, nullptr, 1, true);
+  GPT split(small(), 2, 8, {}, nullptr, 1, Backward::split);
   EXPECT_THROW(split.backward_weights(0), gridlm::Error) << "no backward_input before";
 }

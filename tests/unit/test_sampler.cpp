@@ -6,28 +6,28 @@
 
 #include <filesystem>
 
-#include "app/sampler.hpp"
-#include "app/weights_file.hpp"
+#include "engine/sampler.hpp"
+#include "engine/weights_file.hpp"
 #include "parallel/diagnostics.hpp"
 
 using namespace gridlm;
 
 TEST(Sampler, TemperatureZeroTakesTheMostLikelyAndTopKLimitsTheDraw) {
   const std::vector<float> logits{0.0f, 10.0f, 9.9f, -5.0f};
-  app::SampleOptions o;
+  engine::SampleOptions o;
   o.temperature = 0.0;
-  EXPECT_EQ(app::pick_token(logits, o, 0.99), 1);
+  EXPECT_EQ(engine::pick_token(logits, o, 0.99), 1);
   o.temperature = 1.0;
   o.top_k = 2;
-  EXPECT_EQ(app::pick_token(logits, o, 0.0), 1);
-  EXPECT_EQ(app::pick_token(logits, o, 0.999), 2);
+  EXPECT_EQ(engine::pick_token(logits, o, 0.0), 1);
+  EXPECT_EQ(engine::pick_token(logits, o, 0.999), 2);
   o.top_k = 0;
   // Without top-k the unlikely tokens keep their (tiny) share at the top of [0, 1).
-  EXPECT_EQ(app::pick_token(logits, o, 0.99999), 0);
-  EXPECT_EQ(app::pick_token(logits, o, 0.999999999), 3);
+  EXPECT_EQ(engine::pick_token(logits, o, 0.99999), 0);
+  EXPECT_EQ(engine::pick_token(logits, o, 0.999999999), 3);
   o.top_k = 1;
   for (double u : {0.0, 0.5, 0.999})
-    EXPECT_EQ(app::pick_token(logits, o, u), 1);
+    EXPECT_EQ(engine::pick_token(logits, o, u), 1);
 }
 
 TEST(WeightsFile, RoundTripAndRefusals) {
@@ -47,23 +47,23 @@ TEST(WeightsFile, RoundTripAndRefusals) {
       f.write(p.name, p.shape,
               layers::gather_parameter(p, a.params().data() + p.offset, nullptr).data());
     }
-    app::write_model_attributes(f, m);
+    engine::write_model_attributes(f, m);
     f.commit();
   }
   io::H5File f = io::H5File::open_read(path);
-  const layers::ModelConfig back = app::read_model_attributes(f);
+  const layers::ModelConfig back = engine::read_model_attributes(f);
   EXPECT_EQ(back.vocab_size, 37);
   EXPECT_EQ(back.n_layer, 2);
   EXPECT_TRUE(back.tied_embeddings);
   layers::GPT b(back, 1, 8);
-  app::load_weights(b, f);
+  engine::load_weights(b, f);
   for (std::size_t i = 0; i < a.table().total; ++i) {
     ASSERT_EQ(a.params()(i), b.params()(i)) << "element " << i;
   }
   m.d_model = 32;
   layers::GPT wider(m, 1, 8);
   try {
-    app::load_weights(wider, f);
+    engine::load_weights(wider, f);
     ADD_FAILURE() << "a file for another model loaded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the file was written for another model"),

@@ -5,11 +5,18 @@
 #include <algorithm>
 #include <numeric>
 
-#include "app/stage_layout.hpp"
+#include "layers/model_config.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/stage_layout.hpp"
 
-using gridlm::app::plan_stage_blocks;
-using gridlm::app::stage_costs;
+// The layouts of a model, through the model's cost estimate.
+std::vector<int> plan_stage_blocks(const gridlm::layers::ModelConfig& m, int Q,
+                                   const std::string& layout) {
+  return gridlm::parallel::plan_stage_blocks(gridlm::layers::stage_cost_model(m), Q, layout);
+}
+std::vector<double> stage_costs(const gridlm::layers::ModelConfig& m, const std::vector<int>& b) {
+  return gridlm::parallel::stage_costs(gridlm::layers::stage_cost_model(m), b);
+}
 
 namespace {
 

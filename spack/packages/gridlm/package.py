@@ -6,8 +6,8 @@ from spack.package import *
 
 
 class Gridlm(CMakePackage, CudaPackage):
-    """Trains GPT-style language models on a data x pipeline x tensor grid of MPI ranks, with
-    parallel HDF5 datasets and checkpoints."""
+    """Trains GPT-style language models on a data x pipeline x tensor grid of MPI ranks, from
+    token datasets that it writes and reads with parallel HDF5."""
 
     homepage = "https://github.com/gridlm/gridlm"
     git = "https://github.com/gridlm/gridlm.git"

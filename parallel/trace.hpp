@@ -12,7 +12,7 @@
 
 #include "parallel/grid.hpp"
 
-namespace gridlm::app {
+namespace gridlm::parallel {
 
 enum class TraceKind { forward, backward, weight, wait, grad_sync, optimizer };
 
@@ -23,7 +23,7 @@ class TraceRecorder {
 public:
   // Collective over grid (a barrier sets the common time origin). Records nothing when
   // `steps` is 0; otherwise the first `steps` training steps.
-  TraceRecorder(const parallel::Grid& grid, int steps);
+  TraceRecorder(const Grid& grid, int steps);
   bool on() const { return step_ >= 0 && step_ < steps_; }
   void set_step(int step) { step_ = step; }
 
@@ -35,10 +35,10 @@ public:
   void write(const std::string& path) const;
 
 private:
-  const parallel::Grid& grid_;
+  const Grid& grid_;
   int steps_ = 0, step_ = -1;
   double origin_ = 0.0;
   std::vector<double> events_; // kind, step, micro, chunk, start, end per event
 };
 
-} // namespace gridlm::app
+} // namespace gridlm::parallel

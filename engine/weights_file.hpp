@@ -6,12 +6,11 @@
 
 #include <string>
 
-#include "app/config.hpp"
-#include "app/pipeline.hpp"
+#include "engine/pipeline_model.hpp"
 #include "io/h5_file.hpp"
 #include "layers/gpt.hpp"
 
-namespace gridlm::app {
+namespace gridlm::engine {
 
 // The model's shape as attributes, so a file says what it holds without gridlm.
 void write_model_attributes(io::H5File& f, const layers::ModelConfig& m);
@@ -23,12 +22,13 @@ layers::ModelConfig read_model_attributes(io::H5File& f);
 // pipeline stage that holds it to rank 0, and written there at its global shape (through a
 // .partial file renamed when complete). A non-empty `tokenizer` (rank 0's; the serialized
 // SentencePiece model of the training data) is stored as /tokenizer/model for decoding.
-void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, parallel::Comm* tp,
-                   const parallel::Grid& grid, const std::string& tokenizer = "");
+void write_weights(const std::string& path, const PipelineModel& model,
+                   const layers::ModelConfig& config, const parallel::Grid& grid,
+                   const std::string& tokenizer = "");
 
 // Fills `gpt`'s parameters (its stage, its tensor-parallel shard) from a weights file whose
 // model attributes match gpt's configuration. Throws gridlm::Error naming the file and the
 // tensor that is missing or has another shape.
 void load_weights(layers::GPT& gpt, io::H5File& f);
 
-} // namespace gridlm::app
+} // namespace gridlm::engine

@@ -1,5 +1,5 @@
 // Weights files: writing gathered tensors from any layout, reading shards into any layout.
-#include "app/weights_file.hpp"
+#include "engine/weights_file.hpp"
 
 #include <cmath>
 #include <map>
@@ -10,7 +10,7 @@
 
 #include "parallel/diagnostics.hpp"
 
-namespace gridlm::app {
+namespace gridlm::engine {
 
 void write_model_attributes(io::H5File& f, const layers::ModelConfig& m) {
   const std::pair<const char*, double> attrs[] = {
@@ -39,27 +39,28 @@ layers::ModelConfig read_model_attributes(io::H5File& f) {
   return m;
 }
 
-void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, parallel::Comm* tp,
-                   const parallel::Grid& grid, const std::string& tokenizer) {
+void write_weights(const std::string& path, const PipelineModel& model,
+                   const layers::ModelConfig& config, const parallel::Grid& grid,
+                   const std::string& tokenizer) {
   // Every tensor of this rank's chunks at its global shape, by name.
   std::map<std::string, std::vector<float>> mine;
-  for (auto& chunk : pipe.chunks()) {
+  for (const auto& chunk : model.chunks()) {
     auto host = Kokkos::create_mirror_view(chunk->params());
     Kokkos::deep_copy(host, chunk->params());
     for (const layers::ParamInfo& p : chunk->table().params) {
-      auto global = layers::gather_parameter(p, host.data() + p.offset, tp);
+      auto global = layers::gather_parameter(p, host.data() + p.offset, model.tp());
       mine.emplace(p.name, std::move(global));
     }
   }
   // Only the (dp 0, tp 0) rank of each stage takes part in the transfer to rank 0.
   if (grid.coords().dp != 0 || grid.coords().tp != 0) return;
   auto pp = grid.make_mpi_comm(parallel::Axis::pp);
-  const layers::ParamTable all = layers::make_param_table(c.model);
+  const layers::ParamTable all = layers::make_param_table(config);
   std::vector<std::vector<float>> received(all.params.size());
   std::vector<parallel::Request> requests;
   for (std::size_t i = 0; i < all.params.size(); ++i) {
     const layers::ParamInfo& info = all.params[i];
-    const int from = pipe.stage_of(info);
+    const int from = model.stage_of(all, int(i));
     if (from == 0) continue;
     if (pp->rank() == from) {
       requests.push_back(pp->isend(Span<const float>(mine.at(info.name)), 0, int(i)));
@@ -77,11 +78,12 @@ void write_weights(const std::string& path, Pipeline& pipe, const RunConfig& c, 
   io::H5File f = io::H5File::create(path);
   for (std::size_t i = 0; i < all.params.size(); ++i) {
     const layers::ParamInfo& info = all.params[i];
-    const std::vector<float>& data = pipe.stage_of(info) == 0 ? mine.at(info.name) : received[i];
+    const std::vector<float>& data =
+        model.stage_of(all, int(i)) == 0 ? mine.at(info.name) : received[i];
     f.write(info.name, info.shape, data.data());
   }
   f.attribute("format", "gridlm weights v1: one dataset per parameter, PyTorch names and shapes");
-  write_model_attributes(f, c.model);
+  write_model_attributes(f, config);
   if (!tokenizer.empty()) f.write_bytes("tokenizer/model", tokenizer);
   f.commit();
 }
@@ -110,4 +112,4 @@ void load_weights(layers::GPT& gpt, io::H5File& f) {
   Kokkos::deep_copy(gpt.params(), host);
 }
 
-} // namespace gridlm::app
+} // namespace gridlm::engine

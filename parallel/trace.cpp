@@ -1,5 +1,5 @@
 // Chrome trace JSON: complete events ("ph": "X", microseconds) on one track per rank.
-#include "app/trace.hpp"
+#include "parallel/trace.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include "parallel/diagnostics.hpp"
 #include "parallel/mpi_check.hpp"
 
-namespace gridlm::app {
+namespace gridlm::parallel {
 namespace {
 
 constexpr int fields = 6;
@@ -107,4 +107,4 @@ void TraceRecorder::write(const std::string& path) const {
   if (ec) abort_job(fmt::format("cannot rename '{}' to '{}': {}", partial, path, ec.message()));
 }
 
-} // namespace gridlm::app
+} // namespace gridlm::parallel

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace gridlm::app {
+namespace gridlm {
 
 // The numbers, or nullopt with *bad set to the first item that is not one (spaces around an
 // item are allowed).
@@ -32,4 +32,4 @@ inline std::optional<std::vector<long>> parse_int_list(const std::string& text, 
   return out;
 }
 
-} // namespace gridlm::app
+} // namespace gridlm

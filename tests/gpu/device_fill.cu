@@ -1,8 +1,9 @@
 // CUDA kernels behind device_fill.hpp.
-#include "parallel/cuda_check.hpp"
-#include "parallel/device_fill.hpp"
+#include "tests/gpu/device_fill.hpp"
 
-namespace gridlm::parallel {
+#include "parallel/cuda_check.hpp"
+
+namespace gridlm::test {
 namespace {
 
 __global__ void fill_affine_kernel(float* data, std::size_t n, float offset, float scale) {
@@ -21,4 +22,4 @@ void device_fill_affine(float* data, std::size_t n, float offset, float scale,
   GRIDLM_CUDA_CHECK(cudaGetLastError());
 }
 
-} // namespace gridlm::parallel
+} // namespace gridlm::test

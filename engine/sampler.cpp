@@ -1,5 +1,5 @@
 // Sampling: window, forward, draw.
-#include "app/sampler.hpp"
+#include "engine/sampler.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "parallel/diagnostics.hpp"
 
-namespace gridlm::app {
+namespace gridlm::engine {
 namespace {
 
 // splitmix64: a portable stream of uniform doubles (std::uniform_real_distribution differs
@@ -92,4 +92,4 @@ std::vector<std::int32_t> generate(layers::GPT& gpt, const std::vector<std::int3
   return out;
 }
 
-} // namespace gridlm::app
+} // namespace gridlm::engine

@@ -1,8 +1,8 @@
 // Stage layouts: parsing, checking, and the balanced partition (a small dynamic programme over
 // contiguous splits, exact for the cost estimate).
-#include "app/stage_layout.hpp"
+#include "parallel/stage_layout.hpp"
 
-#include "app/int_list.hpp"
+#include "parallel/int_list.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -13,23 +13,11 @@
 
 #include "parallel/diagnostics.hpp"
 
-namespace gridlm::app {
+namespace gridlm::parallel {
 namespace {
 
-// Multiply-adds per token of the forward: a block's four GEMMs (12 C^2) and its causal
-// attention (about T C); the head's logits (C V) and its softmax (a few V); the embedding's
-// lookups (a few C). The backward scales every term alike, so forward costs balance both.
-double block_cost(const layers::ModelConfig& m) {
-  const double C = m.d_model;
-  return 12.0 * C * C + double(m.seq_len) * C;
-}
-double head_cost(const layers::ModelConfig& m) {
-  return double(m.d_model) * m.vocab_size + 5.0 * m.vocab_size + 10.0 * m.d_model;
-}
-double embedding_cost(const layers::ModelConfig& m) { return 4.0 * m.d_model; }
-
 // Middle virtual stages need a block; the first and last may hold only the embedding or head.
-void check_counts(const layers::ModelConfig& m, const std::vector<int>& blocks,
+void check_counts(const StageCostModel& m, const std::vector<int>& blocks,
                   const std::string& layout) {
   const int Q = int(blocks.size());
   for (int q = 0; q < Q; ++q) {
@@ -40,24 +28,24 @@ void check_counts(const layers::ModelConfig& m, const std::vector<int>& blocks,
     }
   }
   const int sum = std::accumulate(blocks.begin(), blocks.end(), 0);
-  if (sum != m.n_layer) {
+  if (sum != m.blocks) {
     throw Error(fmt::format("parallel.stage_layout = '{}' assigns {} blocks but the model has "
                             "model.n_layer = {}: every block must be assigned exactly once",
-                            layout, sum, m.n_layer));
+                            layout, sum, m.blocks));
   }
 }
 
-std::vector<int> balanced(const layers::ModelConfig& m, int Q) {
-  const int L = m.n_layer;
+std::vector<int> balanced(const StageCostModel& m, int Q) {
+  const int L = m.blocks;
   if (L < Q - 2) {
     throw Error(fmt::format("parallel.stage_layout = 'balanced': {} blocks cannot fill {} "
                             "virtual stages; use fewer stages or chunks",
                             L, Q));
   }
   auto cost = [&](int q, int n) {
-    double c = n * block_cost(m);
-    if (q == 0) c += embedding_cost(m);
-    if (q == Q - 1) c += head_cost(m);
+    double c = n * m.block;
+    if (q == 0) c += m.embedding;
+    if (q == Q - 1) c += m.head;
     return c;
   };
   const double inf = std::numeric_limits<double>::infinity();
@@ -90,18 +78,18 @@ std::vector<int> balanced(const layers::ModelConfig& m, int Q) {
 
 } // namespace
 
-std::vector<int> plan_stage_blocks(const layers::ModelConfig& m, int Q, const std::string& layout) {
+std::vector<int> plan_stage_blocks(const StageCostModel& m, int Q, const std::string& layout) {
   if (Q < 1) throw Error("a pipeline needs at least one virtual stage");
   std::vector<int> blocks;
   if (layout == "uniform") {
-    if (m.n_layer % Q != 0) {
+    if (m.blocks % Q != 0) {
       throw Error(fmt::format("model.n_layer = {} does not divide into parallel.pp x "
                               "parallel.chunks = {} equal stages; choose a pp and chunks whose "
                               "product divides {}, or set parallel.stage_layout = 'balanced' or "
                               "explicit counts such as '{}'",
-                              m.n_layer, Q, m.n_layer, stage_blocks_text(balanced(m, Q))));
+                              m.blocks, Q, m.blocks, stage_blocks_text(balanced(m, Q))));
     }
-    blocks.assign(std::size_t(Q), m.n_layer / Q);
+    blocks.assign(std::size_t(Q), m.blocks / Q);
   } else if (layout == "balanced") {
     blocks = balanced(m, Q);
   } else {
@@ -130,12 +118,11 @@ std::vector<int> plan_stage_blocks(const layers::ModelConfig& m, int Q, const st
   return blocks;
 }
 
-std::vector<double> stage_costs(const layers::ModelConfig& m, const std::vector<int>& blocks) {
+std::vector<double> stage_costs(const StageCostModel& m, const std::vector<int>& blocks) {
   std::vector<double> c;
   const int Q = int(blocks.size());
   for (int q = 0; q < Q; ++q) {
-    c.push_back(blocks[q] * block_cost(m) + (q == 0 ? embedding_cost(m) : 0.0) +
-                (q == Q - 1 ? head_cost(m) : 0.0));
+    c.push_back(blocks[q] * m.block + (q == 0 ? m.embedding : 0.0) + (q == Q - 1 ? m.head : 0.0));
   }
   return c;
 }
@@ -147,4 +134,4 @@ std::string stage_blocks_text(const std::vector<int>& blocks) {
   return s;
 }
 
-} // namespace gridlm::app
+} // namespace gridlm::parallel

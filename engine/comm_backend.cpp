@@ -1,5 +1,5 @@
 // Backend choice for the model's communicators.
-#include "app/comm_backend.hpp"
+#include "engine/comm_backend.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -12,7 +12,7 @@
 #include "parallel/comm_nccl.hpp"
 #endif
 
-namespace gridlm::app {
+namespace gridlm::engine {
 namespace {
 
 constexpr bool kokkos_on_device =
@@ -56,4 +56,4 @@ std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, paral
   return grid.make_mpi_comm(axis);
 }
 
-} // namespace gridlm::app
+} // namespace gridlm::engine

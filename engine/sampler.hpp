@@ -9,7 +9,7 @@
 
 #include "layers/gpt.hpp"
 
-namespace gridlm::app {
+namespace gridlm::engine {
 
 struct SampleOptions {
   int tokens = 100;         // new tokens to generate
@@ -29,4 +29,4 @@ std::vector<std::int32_t> generate(layers::GPT& gpt, const std::vector<std::int3
 // [0, 1).
 std::int32_t pick_token(const std::vector<float>& logits, const SampleOptions& options, double u);
 
-} // namespace gridlm::app
+} // namespace gridlm::engine

@@ -9,7 +9,7 @@
 #include "parallel/comm.hpp"
 #include "parallel/grid.hpp"
 
-namespace gridlm::app {
+namespace gridlm::engine {
 
 // Checks the configured name ("auto", "mpi", "nccl") against this build and returns the
 // backend to use. Throws gridlm::Error naming the fix for "nccl" in a build without it.
@@ -19,4 +19,4 @@ std::string resolve_backend(const std::string& configured);
 std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, parallel::Axis axis,
                                                const std::string& backend);
 
-} // namespace gridlm::app
+} // namespace gridlm::engine

@@ -1,0 +1,143 @@
+// The start-up report, the per-step log and the metrics lines.
+#include "engine/reporter.hpp"
+
+#include <climits>
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "layers/parameters.hpp"
+#include "parallel/comm_mpi.hpp"
+#include "parallel/diagnostics.hpp"
+#include "parallel/stage_layout.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+std::string bytes(std::size_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.2f} GiB", double(b) / double(1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(b) / double(1ull << 20));
+  return fmt::format("{:.1f} KiB", double(b) / 1024.0);
+}
+
+} // namespace
+
+Reporter::Reporter(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid)
+    : config_(config), plan_(plan), grid_(grid) {
+  const auto& t = config.train;
+  const double per_step =
+      double(t.micro_batch) * config.model.seq_len * t.grad_accum * grid.layout().dp;
+  flops_per_step_ = layers::flops_per_token(config.model) * per_step;
+  tokens_per_step_ = per_step;
+  if (grid.rank() == 0 && !plan.metrics_path.empty()) {
+    metrics_.open(plan.metrics_path, std::ios::trunc);
+    if (!metrics_) abort_job(fmt::format("cannot write metrics file '{}'", plan.metrics_path));
+  }
+}
+
+void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
+                       std::size_t optimizer_bytes) {
+  layers::MemoryReport mem = model.memory();
+  mem.optimizer = optimizer_bytes;
+  const std::size_t total = mem.weights + mem.gradients + mem.optimizer + mem.activations;
+  // Stages differ (embedding, head, activation slots): rank 0 reports the largest too, the
+  // lowest rank among equals.
+  parallel::MpiComm all(parallel::borrow_comm(grid_.comm()));
+  std::vector<double> largest{double(total)};
+  all.all_reduce(Span<double>(largest), parallel::ReduceOp::max);
+  std::vector<int> largest_rank{double(total) == largest[0] ? grid_.rank() : INT_MAX};
+  all.all_reduce(Span<int>(largest_rank), parallel::ReduceOp::min);
+  if (grid_.rank() != 0) return;
+
+  const auto& mc = config_.model;
+  const auto& tc = config_.train;
+  const int B = tc.micro_batch, T = mc.seq_len, dp = grid_.layout().dp;
+  std::printf("gridlm train: %d ranks = %s; model %d layers, %d heads, width %d, vocab %d, "
+              "context %d: %.2f M parameters\n",
+              grid_.size(), grid_.layout().str().c_str(), mc.n_layer, mc.n_head, mc.d_model,
+              mc.vocab_size, mc.seq_len, double(layers::make_param_table(mc).total) / 1e6);
+  std::printf("data: %s\n", data.describe().c_str());
+  const std::string note =
+      plan_.pipeline.transfers_note.empty()
+          ? std::string()
+          : " (stage transfers over MPI: " + plan_.pipeline.transfers_note + ")";
+  std::printf("communication: %s%s\n", plan_.backend.c_str(), note.c_str());
+  std::printf("batch: %d sequences x %d tokens x %d micro-batches x %d replicas = %d tokens "
+              "per step; MFU against %.1f GFLOP/s per rank (train.peak_gflops)\n",
+              B, T, tc.grad_accum, dp, B * T * tc.grad_accum * dp, tc.peak_gflops);
+  const parallel::Schedule& schedule = plan_.pipeline.train;
+  if (grid_.layout().pp > 1) {
+    std::printf("pipeline: %s, %d stages x %d chunk(s), %d micro-batches, blocks per virtual "
+                "stage %s; predicted bubble %.1f%% (uniform costs)\n",
+                parallel::schedule_name(schedule.kind), schedule.stages, schedule.chunks,
+                schedule.micro_batches, parallel::stage_blocks_text(model.stage_blocks()).c_str(),
+                100.0 * plan_.pipeline.uniform.bubble);
+  }
+  std::printf("memory per rank (rank 0): %.2f M parameters; weights %s, gradients %s, "
+              "optimizer state %s, activations %s (micro-batch %d x %d, %d in flight x %d "
+              "chunk(s)); total %s\n",
+              double(model.parameters()) / 1e6, bytes(mem.weights).c_str(),
+              bytes(mem.gradients).c_str(), bytes(mem.optimizer).c_str(),
+              bytes(mem.activations).c_str(), B, T, model.chunks().front()->slots(),
+              int(model.chunks().size()), bytes(total).c_str());
+  if (grid_.size() > 1) {
+    const parallel::Coords at = grid_.coords_of(largest_rank[0]);
+    std::printf("memory, largest rank: %s on rank %d (dp %d, pp %d, tp %d)\n",
+                bytes(std::size_t(largest[0])).c_str(), largest_rank[0], at.dp, at.pp, at.tp);
+  }
+  std::fflush(stdout);
+}
+
+double Reporter::step(const StepRecord& r) {
+  const double rate = tokens_per_step_ / r.seconds;
+  if (grid_.rank() != 0) return rate;
+  const auto& tc = config_.train;
+  const parallel::Layout& layout = grid_.layout();
+  const double mfu = flops_per_step_ / r.seconds / (tc.peak_gflops * 1e9 * grid_.size());
+  const bool validated = std::isfinite(r.val_loss);
+  if (validated) {
+    std::printf("step %5d/%d | validation loss %.4f (%d x %d sequences)\n", r.step + 1, tc.steps,
+                r.val_loss, tc.eval_batches * layout.dp, tc.micro_batch);
+  }
+  if (metrics_.is_open()) {
+    nlohmann::json j{{"step", r.step},
+                     {"loss", r.loss},
+                     {"grad_norm", r.grad_norm},
+                     {"lr", r.lr},
+                     {"tokens_per_s", rate},
+                     {"ms_per_step", r.seconds * 1e3},
+                     {"mfu", mfu},
+                     {"comm_wait_ms", r.comm_seconds * 1e3},
+                     {"data_wait_ms", r.data_wait * 1e3}};
+    if (validated) j["val_loss"] = r.val_loss;
+    if (layout.pp > 1) {
+      j["bubble"] = r.pipeline.bubble;
+      j["bubble_predicted"] = r.pipeline.predicted_bubble;
+    }
+    metrics_ << j.dump() << "\n";
+    metrics_.flush();
+  }
+  if (r.step % tc.log_every == 0 || r.step == tc.steps - 1) {
+    std::string comm = layout.tp > 1 || layout.pp > 1
+                           ? fmt::format(" | comm wait {:.1f} ms", r.comm_seconds * 1e3)
+                           : std::string();
+    if (layout.pp > 1) {
+      comm += fmt::format(" | bubble {:.1f}% (simulated {:.1f}%)", 100.0 * r.pipeline.bubble,
+                          100.0 * r.pipeline.predicted_bubble);
+    }
+    std::printf("step %5d/%d | loss %.4f | grad norm %.3f | lr %.2e | %8.0f tok/s | %7.1f ms "
+                "| MFU %.1f%%%s\n",
+                r.step + 1, tc.steps, r.loss, r.grad_norm, r.lr, rate, r.seconds * 1e3, 100.0 * mfu,
+                comm.c_str());
+    std::fflush(stdout);
+  }
+  return rate;
+}
+
+void Reporter::wrote(const char* what, const std::string& path) const {
+  if (grid_.rank() == 0 && !path.empty()) std::printf("%s: %s\n", what, path.c_str());
+}
+
+} // namespace gridlm::engine

@@ -1,0 +1,54 @@
+// engine::Reporter: what a run tells its user. At start-up, from rank 0: the layout, the model,
+// the data, the batch, the pipeline and the memory each rank holds (rank 0's, and the largest
+// rank's, gathered through parallel::Comm). Each step: one JSON line in output.dir/metrics.jsonl
+// (loss, gradient norm, learning rate, tokens/s, ms/step, MFU, communication and data waits,
+// bubble), a readable line every train.log_every steps, and the validation loss when there is
+// one. Only rank 0 prints or writes; errors are reported by whoever finds them.
+#pragma once
+
+#include <cstddef>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/pipeline_model.hpp"
+#include "engine/run_config.hpp"
+#include "engine/run_plan.hpp"
+#include "io/token_source.hpp"
+#include "parallel/executor.hpp"
+#include "parallel/grid.hpp"
+
+namespace gridlm::engine {
+
+// What one step measured, for the log and the metrics.
+struct StepRecord {
+  int step = 0;
+  double loss = 0.0, grad_norm = 0.0, lr = 0.0;
+  double seconds = 0.0;      // wall time of the step
+  double comm_seconds = 0.0; // waiting for stage transfers and tensor-parallel all-reduces
+  double data_wait = 0.0;    // waiting for the batch reader
+  double val_loss = 0.0;     // NaN when no validation ran after this step
+  parallel::PipelineTiming pipeline;
+};
+
+class Reporter {
+public:
+  // Opens the metrics file on rank 0 (ends the job naming it when it cannot be written).
+  Reporter(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid);
+  // Collective over the grid: the start-up report.
+  void startup(const PipelineModel& model, const io::TokenSource& data,
+               std::size_t optimizer_bytes);
+  // The step's metrics line and readable lines. Returns the step's tokens/s.
+  double step(const StepRecord& r);
+  // "name: path" once a file is written (rank 0).
+  void wrote(const char* what, const std::string& path) const;
+
+private:
+  const RunConfig& config_;
+  const RunPlan& plan_;
+  const parallel::Grid& grid_;
+  double flops_per_step_ = 0.0, tokens_per_step_ = 0.0;
+  std::ofstream metrics_;
+};
+
+} // namespace gridlm::engine

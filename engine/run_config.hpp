@@ -1,0 +1,59 @@
+// The run configuration the engine takes: one plain struct per section of the TOML file (model,
+// train, data, parallel, output), each field with its default and a one-line meaning. Parsing
+// (TOML, --set) is app/config's; the engine sees only these values.
+#pragma once
+
+#include <string>
+
+#include "layers/model_config.hpp"
+#include "layers/optimizer_config.hpp"
+
+namespace gridlm::engine {
+
+struct TrainConfig {
+  int micro_batch = 8;           // sequences per micro-batch on each data-parallel replica
+  int grad_accum = 1;            // micro-batches accumulated per optimizer step
+  int steps = 100;               // optimizer steps
+  long seed = 1234;              // seed of the initialisation
+  int log_every = 10;            // print a readable line every this many steps
+  int eval_every = 0;            // validation loss every this many steps and at the end (0: never)
+  int eval_batches = 4;          // micro-batches per replica in one validation
+  double peak_gflops = 100.0;    // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against
+  layers::OptimizerConfig optim; // AdamW, clipping and schedule (keys under [train])
+};
+
+struct DataConfig {
+  std::string source = "synthetic"; // synthetic, or the path of a dataset file (prepare-data)
+  long seed = 7;                    // seed of the synthetic language, or of the sample order
+};
+
+struct ParallelConfig {
+  std::string dp = "auto";              // data-parallel replicas, or auto
+  std::string pp = "1";                 // pipeline stages, or auto
+  std::string tp = "1";                 // tensor-parallel ranks per stage, or auto
+  bool force_tp_across_nodes = false;   // allow a tensor group to span nodes
+  std::string backend = "auto";         // collectives over: auto, mpi or nccl
+  std::string schedule = "1f1b";        // pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1
+  int chunks = 1;                       // model chunks per pipeline stage (interleaved-1f1b)
+  std::string stage_layout = "uniform"; // blocks per virtual stage: uniform, balanced or "a,b,.."
+};
+
+struct OutputConfig {
+  std::string dir = "gridlm-out";        // directory for metrics and weights (created if missing)
+  std::string metrics = "metrics.jsonl"; // JSON lines, one per step, inside dir ("" for none)
+  std::string weights =
+      "model.h5"; // final weights (HDF5, names as PyTorch) inside dir ("" for none)
+  std::string reference_dump = ""; // testing: write initial weights, batches, step-0 gradients
+  std::string trace = "";          // Chrome-trace JSON of the first trace_steps steps ("": none)
+  int trace_steps = 3;             // steps the trace records
+};
+
+struct RunConfig {
+  layers::ModelConfig model;
+  TrainConfig train;
+  DataConfig data;
+  ParallelConfig parallel;
+  OutputConfig output;
+};
+
+} // namespace gridlm::engine

@@ -1,0 +1,37 @@
+// engine::RunPlan: every decision about a training run that does not change from step to step,
+// taken once, before anything is allocated, and agreed by every rank — which backend carries
+// the model's collectives and the stage transfers, the pipeline plan (schedule, validation
+// schedule, transfers, slots), the blocks of each virtual stage, the optimizer's resolved
+// schedule and the output paths. Everything after reads the plan instead of deciding again.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/run_config.hpp"
+#include "parallel/grid.hpp"
+#include "parallel/pipeline_plan.hpp"
+
+namespace gridlm::engine {
+
+struct RunPlan {
+  std::string backend = "mpi";          // the model's collectives (tp, dp): mpi or nccl
+  std::string transfer_backend = "mpi"; // stage-to-stage transfers: mpi or nccl
+  parallel::PipelinePlan pipeline;      // schedule, validation schedule, transfers, slots
+  std::vector<int> stage_blocks;        // blocks per virtual stage (pp x chunks of them)
+  layers::OptimizerConfig optim;        // train's, with decay_steps resolved
+  bool reference_dump = false;          // output.reference_dump is set (one rank only)
+  std::string metrics_path;             // output.dir/output.metrics, or "" for none
+  std::string weights_path;             // output.dir/output.weights, or "" for none
+  std::string trace_path;               // the trace file, or "" for none
+};
+
+// Collective over the grid. Throws the same CollectiveError on every rank for a schedule, stage
+// layout or backend that cannot work, naming the key and the fix. Rank 0 creates output.dir.
+RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid);
+
+// A path inside output.dir: "" stays "" (none), an absolute path stays as it is, and with no
+// output.dir a name is relative to the working directory.
+std::string output_path(const RunConfig& config, const std::string& name);
+
+} // namespace gridlm::engine

@@ -1,0 +1,29 @@
+// engine::train: a training run over a built grid. It plans the run (engine/run_plan), opens
+// the data (engine/data), builds this rank's share of the model (engine/pipeline_model), and
+// runs the step loop: the pipeline's forwards and backwards (parallel::Executor), gradient
+// synchronisation over dp (engine/grad_sync), the optimizer (engine/optimizer_step),
+// validation (engine/validation), the log and metrics (engine/reporter); at the end the weights
+// file (engine/weights_file) and the reference dump (engine/reference_dump).
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "engine/run_config.hpp"
+#include "parallel/grid.hpp"
+
+namespace gridlm::engine {
+
+// Result of a run, for tests and the caller's summary.
+struct TrainResult {
+  double first_loss = 0.0;
+  double last_loss = 0.0;
+  double tokens_per_s = 0.0;  // median over logged steps after the first
+  std::vector<double> losses; // every step's loss (mean over micro-batches and replicas)
+  std::vector<std::pair<int, double>> val_losses; // (step, validation loss) when evaluated
+};
+
+// Collective over the grid. The configuration must be validated.
+TrainResult train(const RunConfig& config, const parallel::Grid& grid);
+
+} // namespace gridlm::engine

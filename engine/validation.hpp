@@ -1,0 +1,34 @@
+// The validation loss (train.eval_every): the same held-out samples every time — the dataset's
+// validation split, or synthetic samples far from any training sample — split over the
+// data-parallel replicas, run forward only through the pipeline, the loss averaged.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/data.hpp"
+#include "engine/run_config.hpp"
+#include "parallel/comm.hpp"
+#include "parallel/executor.hpp"
+
+namespace gridlm::engine {
+
+class Validation {
+public:
+  // Reads this replica's samples once, now: they are few, and the prefetch thread must be the
+  // only reader of the file once it runs. `reads_tokens`: this rank's stages take tokens.
+  Validation(const RunData& data, const RunConfig& config, const parallel::Grid& grid,
+             bool reads_tokens);
+  // Whether a validation follows step `step` (every eval_every steps, and after the last).
+  bool due(int step) const;
+  // Collective over the grid: the mean loss of the validation samples. `dp` holds host
+  // scalars of the data-parallel replicas.
+  double run(parallel::Executor& executor, parallel::Comm& dp) const;
+
+private:
+  int every_ = 0, steps_ = 0, micro_batches_ = 0, B_ = 0, dp_ = 1;
+  std::size_t sample_tokens_ = 0;
+  std::vector<std::int32_t> tokens_; // [micro_batches, B, T+1]
+};
+
+} // namespace gridlm::engine

@@ -1,0 +1,39 @@
+// Pipeline plans: the checks and the simulation a run needs, each done once.
+#include "parallel/pipeline_plan.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "parallel/diagnostics.hpp"
+#include "parallel/schedule_transfers.hpp"
+
+namespace gridlm::parallel {
+
+PipelinePlan plan_pipeline(const Schedule& train, int eval_micro_batches, Transfers transfers) {
+  if (train.micro_batches > 4096) throw Error("at most 4096 micro-batches per step");
+  PipelinePlan plan;
+  plan.train = train;
+  plan.eval = make_schedule(ScheduleKind::forward_only, train.stages,
+                            std::max(1, eval_micro_batches), train.chunks);
+  if (transfers != Transfers::up_front) {
+    const std::string problem =
+        check_grouped_transfers(plan.train) + check_grouped_transfers(plan.eval);
+    if (problem.empty()) {
+      plan.grouped = true;
+    } else if (transfers == Transfers::grouped) {
+      throw Error(fmt::format("schedule {} cannot run its stage transfers in NCCL groups ({}); "
+                              "use another schedule or MPI stage transfers",
+                              schedule_name(train.kind), problem));
+    } else {
+      plan.transfers_note = problem;
+    }
+  }
+  plan.split_backward = train.kind == ScheduleKind::zb_h1;
+  plan.uniform = simulate(plan.train, OpCosts{});
+  for (int s = 0; s < train.stages; ++s)
+    plan.slots.push_back(std::max(1, plan.uniform.peak_in_flight[std::size_t(s)]));
+  return plan;
+}
+
+} // namespace gridlm::parallel
