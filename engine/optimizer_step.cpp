@@ -15,7 +15,7 @@ OptimizerStep::Result OptimizerStep::apply(PipelineModel& model, int step,
                                            parallel::TraceRecorder* trace) {
   Result r;
   // Split tensors contribute their shards, replicated ones once, over pp and tp.
-  r.grad_norm = std::sqrt(model.executor().grad_norm_squared(model.tp()));
+  r.grad_norm = std::sqrt(model.executor().grad_norm_squared(&model.tp_scalars()));
   r.lr = layers::learning_rate(optim_, step);
   const double start = parallel::steady_seconds();
   for (std::size_t c = 0; c < adamw_.size(); ++c) {

@@ -16,7 +16,8 @@ PipelineModel::PipelineModel(const layers::ModelConfig& model, int B, int T,
                              std::vector<int> stage_blocks, parallel::Comm* tp, std::uint64_t seed,
                              parallel::TraceRecorder* trace,
                              std::unique_ptr<parallel::Comm> transfers)
-    : blocks_(std::move(stage_blocks)), stages_(grid.layout().pp), tp_(tp) {
+    : blocks_(std::move(stage_blocks)), stages_(grid.layout().pp), tp_(tp),
+      tp_scalars_(grid.make_mpi_comm(parallel::Axis::tp)) {
   const int stage = grid.coords().pp, v = plan.train.chunks, Q = stages_ * v;
   parallel::run_agreed(grid.comm(), [&] {
     // The layout was checked when it was planned; this only guards against a mismatched call.

@@ -32,6 +32,8 @@ public:
   const parallel::Executor& executor() const { return *executor_; }
   const std::vector<int>& stage_blocks() const { return blocks_; }
   parallel::Comm* tp() const { return tp_; }
+  // The tensor group over MPI, for host scalars (the gradient norm), whatever tp's backend.
+  parallel::Comm& tp_scalars() const { return *tp_scalars_; }
   // The pipeline stage holding parameter `index` of the whole model's table (for a tied wte:
   // the first).
   int stage_of(const layers::ParamTable& whole, int index) const;
@@ -43,6 +45,7 @@ private:
   std::vector<int> blocks_, first_block_; // per virtual stage; first_block_ has Q + 1 entries
   int stages_ = 1;
   parallel::Comm* tp_ = nullptr;
+  std::unique_ptr<parallel::Comm> tp_scalars_;
   std::vector<std::unique_ptr<layers::GPT>> chunks_;
   std::unique_ptr<parallel::Executor> executor_;
 };

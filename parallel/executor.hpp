@@ -57,7 +57,8 @@ public:
   void zero_grad();
   // Whether this rank's chunks take tokens (the first virtual stage) or targets (the last).
   bool needs_tokens() const { return stage_ == 0 || stage_ == (virtual_stages_ - 1) % stages_; }
-  // Squared global gradient norm over pp and tp, each tensor counted once.
+  // Squared global gradient norm over pp and tp, each tensor counted once; `tp` (null: no tensor
+  // group) reduces a host double, so it must be an MPI communicator.
   double grad_norm_squared(Comm* tp) const;
   // Seconds waiting for transfers: stage-to-stage receives and the chunks' own communication.
   double comm_seconds() const;
