@@ -214,6 +214,136 @@ void ParallelFile::write_attribute(const std::string& object, const std::string&
   GRIDLM_H5_CHECK(H5Awrite(attr.get(), type.get(), &text));
 }
 
+namespace {
+
+std::uint64_t elements(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string s;
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return "[" + s + "]";
+}
+
+// Boxes inside `shape`, stacked by rows; returns the elements they hold.
+std::uint64_t check_boxes(const std::vector<Box>& boxes, const std::vector<std::uint64_t>& shape,
+                          const std::string& what) {
+  std::uint64_t n = 0, next_row = 0;
+  for (const Box& b : boxes) {
+    if (b.start.size() != shape.size() || b.count.size() != shape.size()) {
+      throw Error(fmt::format("{}: a box of {} dimensions in an array of {}", what, b.start.size(),
+                              shape.size()));
+    }
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (b.start[d] + b.count[d] > shape[d]) {
+        throw Error(fmt::format("{}: a box reaches {} in dimension {} of {}", what,
+                                b.start[d] + b.count[d], d, shape_text(shape)));
+      }
+    }
+    if (!shape.empty() && b.start[0] < next_row) {
+      throw Error(fmt::format("{}: boxes must be stacked by rows, in order", what));
+    }
+    if (!shape.empty()) next_row = b.start[0] + b.count[0];
+    n += elements(b.count);
+  }
+  return n;
+}
+
+// The dataspace of `shape` with the boxes selected (none when there are none).
+H5Handle selection(const std::vector<std::uint64_t>& shape, const std::vector<Box>& boxes) {
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  H5Handle space(GRIDLM_H5_CHECK(dims.empty()
+                                     ? H5Screate(H5S_SCALAR)
+                                     : H5Screate_simple(int(dims.size()), dims.data(), nullptr)));
+  if (boxes.empty()) {
+    GRIDLM_H5_CHECK(H5Sselect_none(space.get()));
+    return space;
+  }
+  if (dims.empty()) return space; // a scalar: the one box is the element
+  bool first = true;
+  for (const Box& b : boxes) {
+    if (elements(b.count) == 0) continue;
+    const std::vector<hsize_t> start(b.start.begin(), b.start.end()),
+        count(b.count.begin(), b.count.end());
+    GRIDLM_H5_CHECK(H5Sselect_hyperslab(space.get(), first ? H5S_SELECT_SET : H5S_SELECT_OR,
+                                        start.data(), nullptr, count.data(), nullptr));
+    first = false;
+  }
+  if (first) GRIDLM_H5_CHECK(H5Sselect_none(space.get()));
+  return space;
+}
+
+void check_shard(const TensorShard& s, std::size_t local_size, const std::string& what) {
+  if (elements(s.local_shape) != local_size) {
+    throw Error(fmt::format("{}: {} elements in memory for a shard of shape {}", what, local_size,
+                            shape_text(s.local_shape)));
+  }
+  if (s.file.size() != s.memory.size()) {
+    throw Error(
+        fmt::format("{}: {} file boxes but {} memory boxes", what, s.file.size(), s.memory.size()));
+  }
+  for (std::size_t i = 0; i < s.file.size(); ++i) {
+    if (s.file[i].count != s.memory[i].count) {
+      throw Error(fmt::format("{}: box {} has another size in memory than in the file", what, i));
+    }
+  }
+  check_boxes(s.file, s.global_shape, what + " (file)");
+  check_boxes(s.memory, s.local_shape, what + " (memory)");
+}
+
+} // namespace
+
+void ParallelFile::write_shard(const std::string& name, const TensorShard& shard,
+                               Span<const float> local) {
+  check_shard(shard, local.size(),
+              fmt::format("write of '{}' in '{}' on {}", name, path_, where()));
+  H5Handle file_space = selection(shard.global_shape, shard.file);
+  H5Handle dcpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  GRIDLM_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER)); // the writers cover it
+  H5Handle lcpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
+  GRIDLM_H5_CHECK(H5Pset_create_intermediate_group(lcpl.get(), 1));
+  H5Handle dset(GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<float>::file(),
+                                           file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT)));
+  H5Handle mem_space = selection(shard.local_shape, shard.memory);
+  H5Handle dxpl = transfer_list(Transfer::collective);
+  GRIDLM_H5_CHECK(H5Dwrite(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
+                           dxpl.get(), local.data()));
+}
+
+std::vector<std::uint64_t> ParallelFile::shape(const std::string& name) const {
+  if (H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) <= 0) {
+    throw Error(fmt::format("'{}' has no dataset '{}'; on {}", path_, name, where()));
+  }
+  H5Handle dset(GRIDLM_H5_CHECK(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT)));
+  H5Handle space(GRIDLM_H5_CHECK(H5Dget_space(dset.get())));
+  const int n = GRIDLM_H5_CHECK(H5Sget_simple_extent_ndims(space.get()));
+  std::vector<hsize_t> dims(static_cast<std::size_t>(n));
+  GRIDLM_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+  return std::vector<std::uint64_t>(dims.begin(), dims.end());
+}
+
+void ParallelFile::read_shard(const std::string& name, const TensorShard& shard, Span<float> local,
+                              Transfer transfer) const {
+  check_shard(shard, local.size(), fmt::format("read of '{}' in '{}' on {}", name, path_, where()));
+  const std::vector<std::uint64_t> stored = shape(name);
+  if (stored != shard.global_shape) {
+    throw Error(fmt::format("'{}': dataset '{}' has shape {}, where {} is needed; the file was "
+                            "written for another model",
+                            path_, name, shape_text(stored), shape_text(shard.global_shape)));
+  }
+  H5Handle dset(GRIDLM_H5_CHECK(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT)));
+  H5Handle file_space = selection(shard.global_shape, shard.file);
+  H5Handle mem_space = selection(shard.local_shape, shard.memory);
+  H5Handle dxpl = transfer_list(transfer);
+  GRIDLM_H5_CHECK(H5Dread(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
+                          dxpl.get(), local.data()));
+}
+
 #define GRIDLM_PARALLEL_FILE_TYPES(T)                                                              \
   template void ParallelFile::write<T>(const std::string&, std::uint64_t, std::uint64_t,           \
                                        Span<const T>, std::uint64_t);                              \

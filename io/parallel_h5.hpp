@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "io/h5_handle.hpp"
 #include "parallel/span.hpp"
@@ -27,6 +28,21 @@ inline std::uint64_t part_begin(std::uint64_t n, int part, int parts) {
   const std::uint64_t p = std::uint64_t(part), q = std::uint64_t(parts);
   return n / q * p + n % q * p / q;
 }
+
+// A rank's shard of an N-D tensor stored at its global shape: boxes of the global array, the
+// i-th file box held in the rank's memory (an array of local_shape) as the i-th memory box.
+// Boxes of one list are stacked along dimension 0 (disjoint row ranges, in increasing order),
+// so that both hold their elements in the same row-major order; a shard of no boxes takes part
+// in a collective transfer with nothing (a replica that leaves the writing to another).
+struct Box {
+  std::vector<std::uint64_t> start, count; // per dimension
+};
+struct TensorShard {
+  std::vector<std::uint64_t> global_shape; // the dataset's
+  std::vector<std::uint64_t> local_shape;  // the rank's memory's
+  std::vector<Box> file;                   // in global coordinates
+  std::vector<Box> memory;                 // the same elements, in local coordinates
+};
 
 class ParallelFile {
 public:
@@ -59,6 +75,18 @@ public:
   void read_floats(const std::string& name, std::uint64_t offset, Span<float> out) const {
     read(name, offset, out);
   }
+  // Collective: creates float32 dataset `name` at shard.global_shape (with missing groups),
+  // every rank writing its boxes from `local` (the elements of shard.local_shape). Throws
+  // gridlm::Error for boxes outside the shapes, of unequal counts or not stacked by rows.
+  void write_shard(const std::string& name, const TensorShard& shard, Span<const float> local);
+  // Reads this rank's boxes of dataset `name` into `local`, whose other elements it leaves as
+  // they are. Throws gridlm::Error naming the file and dataset when the dataset is missing or
+  // its shape is not shard.global_shape.
+  void read_shard(const std::string& name, const TensorShard& shard, Span<float> local,
+                  Transfer transfer = Transfer::collective) const;
+  // Shape of dataset `name` (throws naming it when it is missing).
+  std::vector<std::uint64_t> shape(const std::string& name) const;
+
   // Number of elements of 1-D dataset `name`.
   std::uint64_t dataset_size(const std::string& name) const;
 
