@@ -143,7 +143,8 @@ io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& co
                    : io::Tokenizer::from_file(cmd.tokenizer);
   }
   std::unique_ptr<Documents> all = share(cmd, corpus, 0, 1);
-  Progress progress("tokenizer: reading the corpus", true, cmd.progress_every);
+  const bool show = true; // rank 0 alone reads the corpus here, and says so
+  Progress progress("tokenizer: reading the corpus", show, cmd.progress_every);
   std::uint64_t documents = 0;
   std::string document;
   std::string::size_type at = 0;

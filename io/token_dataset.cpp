@@ -219,21 +219,22 @@ DatasetInfo read_dataset_info(hid_t file, const std::string& path) {
         std::tuple{"/valid/", info.valid_tokens, info.valid_documents}}) {
     const std::string tname = std::string(prefix) + "tokens";
     const std::string oname = std::string(prefix) + "doc_offsets";
-    const auto [n, width] = c.integers(tname, true, widths, token_type);
+    const auto [n, width] = c.integers(tname, /*want_unsigned=*/true, widths, token_type);
     if (n != tokens) {
       throw c.fail(fmt::format("has {} tokens in '{}' but its attributes say {}: the file is "
                                "inconsistent (an interrupted or altered write)",
                                n, tname, tokens));
     }
     if (tname == "/tokens") info.token_bytes = int(width);
-    const auto offsets = c.integers(oname, true, {8}, "uint64").first;
+    const auto offsets = c.integers(oname, /*want_unsigned=*/true, {8}, "uint64").first;
     if (offsets != documents + 1) {
       throw c.fail(fmt::format("has {} entries in '{}', where {} documents need {}", offsets, oname,
                                documents, documents + 1));
     }
   }
-  if (c.integers("/tokenizer/model", true, {1}, "uint8 (the SentencePiece model's bytes)").first ==
-      0) {
+  if (c.integers("/tokenizer/model", /*want_unsigned=*/true, {1},
+                 "uint8 (the SentencePiece model's bytes)")
+          .first == 0) {
     throw c.fail("has an empty '/tokenizer/model'");
   }
   return info;

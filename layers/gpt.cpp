@@ -249,15 +249,16 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
 }
 
 void GPT::backward(float loss_weight, const float* doutput, int slot) {
-  backward_impl(loss_weight, doutput, slot, false);
+  backward_impl(loss_weight, doutput, slot, Backward::fused);
 }
 
 void GPT::backward_input(float loss_weight, const float* doutput, int slot) {
   if (!split_) throw Error("GPT::backward_input needs a model planned with Backward::split");
-  backward_impl(loss_weight, doutput, slot, true);
+  backward_impl(loss_weight, doutput, slot, Backward::split);
 }
 
-void GPT::backward_impl(float loss_weight, const float* doutput, int slot, bool defer) {
+void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backward half) {
+  const bool defer = half == Backward::split;
   Slot& sl = slot_at(slot);
   if (!sl.have_forward) {
     throw Error("GPT::backward called without a forward of the same micro-batch slot");

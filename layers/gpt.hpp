@@ -150,7 +150,8 @@ private:
   };
   Slot& slot_at(int slot);
   void check_shape(int B, int T) const;
-  void backward_impl(float loss_weight, const float* doutput, int slot, bool defer_weights);
+  // Backward::split defers the weight gradients to backward_weights().
+  void backward_impl(float loss_weight, const float* doutput, int slot, Backward half);
   void tp_sum(float* data, long n); // all-reduce over the tensor group, timed
   VocabSlice vocab_slice() const;
 
