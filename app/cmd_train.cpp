@@ -17,6 +17,8 @@ struct TrainCommand {
   std::string config_path;       // TOML file; defaults when empty
   std::vector<std::string> sets; // section.key=value overrides, applied in order
   std::string trace;             // Chrome-trace file (output.trace, but relative to here)
+  std::string resume;            // checkpoint.resume: a checkpoint (relative to here) or auto
+  std::string init_from;         // checkpoint.init_from, relative to here
 };
 
 void run(const TrainCommand& cmd) {
@@ -27,6 +29,13 @@ void run(const TrainCommand& cmd) {
     for (const std::string& s : cmd.sets)
       apply_override(config, s);
     if (!cmd.trace.empty()) config.output.trace = std::filesystem::absolute(cmd.trace).string();
+    if (!cmd.resume.empty()) {
+      config.checkpoint.resume =
+          cmd.resume == "auto" ? cmd.resume : std::filesystem::absolute(cmd.resume).string();
+    }
+    if (!cmd.init_from.empty()) {
+      config.checkpoint.init_from = std::filesystem::absolute(cmd.init_from).string();
+    }
     validate(config);
     grid_options.layout.dp = parallel::parse_axis("parallel.dp", config.parallel.dp);
     grid_options.layout.pp = parallel::parse_axis("parallel.pp", config.parallel.pp);
@@ -34,7 +43,7 @@ void run(const TrainCommand& cmd) {
     grid_options.allow_tp_across_nodes = config.parallel.force_tp_across_nodes;
   });
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, grid_options);
-  const engine::TrainResult r = engine::train(config, grid);
+  const engine::TrainResult r = engine::train(config, grid, config_as_toml(config));
   if (grid.rank() == 0) {
     std::printf("done: loss %.4f -> %.4f, %.0f tokens/s (median)\n", r.first_loss, r.last_loss,
                 r.tokens_per_s);
@@ -53,6 +62,12 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--trace", cmd->trace,
                   "Write a Chrome-trace JSON of the first output.trace_steps steps (one track "
                   "per rank; open in ui.perfetto.dev)");
+  sub->add_option("--resume", cmd->resume,
+                  "Go on with a run from a checkpoint: its path, or auto (the newest complete one "
+                  "in checkpoint.dir, or a fresh start when there is none)");
+  sub->add_option("--init-from", cmd->init_from,
+                  "Start a new run (step 0, fresh optimizer) from the weights of a checkpoint or "
+                  "weights file");
   sub->footer("Example: mpiexec -n 4 gridlm train --config run.toml --set train.lr=3e-4\n"
               "'gridlm config' prints every key with its default.");
   sub->callback([cmd] { run(*cmd); });

@@ -91,6 +91,23 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "Chrome-trace JSON (Perfetto) of the first trace_steps steps, inside dir (empty: none)",
        &c.output.trace},
       {"output", "trace_steps", "training steps the trace records", &c.output.trace_steps},
+      {"checkpoint", "dir",
+       "directory of checkpoints (step-NNNNNN.h5 and latest), inside output.dir (empty: none)",
+       &c.checkpoint.dir},
+      {"checkpoint", "every", "save every this many steps (0: by time and at the end only)",
+       &c.checkpoint.every},
+      {"checkpoint", "every_minutes", "save when this many minutes passed since the last (0: off)",
+       &c.checkpoint.every_minutes},
+      {"checkpoint", "keep", "newest checkpoints kept; older ones go once a new one is complete",
+       &c.checkpoint.keep},
+      {"checkpoint", "resume",
+       "checkpoint to resume from (the same run goes on), or auto: the newest in checkpoint.dir, "
+       "or a fresh start when there is none",
+       &c.checkpoint.resume},
+      {"checkpoint", "init_from",
+       "weights to start a new run from (a checkpoint or weights file; no optimizer state, step "
+       "0)",
+       &c.checkpoint.init_from},
   };
 }
 
@@ -240,7 +257,7 @@ void load_config_file(RunConfig& config, const std::string& path) {
     const toml::table* table = section_node.as_table();
     if (table == nullptr || known_keys(fields, section).empty()) {
       throw Error(fmt::format("{}: unknown section [{}]; sections are [model], [train], [data], "
-                              "[parallel], [output]",
+                              "[parallel], [output], [checkpoint]",
                               path, section));
     }
     for (const auto& [key, node] : *table) {
@@ -268,8 +285,9 @@ void apply_override(RunConfig& config, const std::string& assignment) {
   if (f == nullptr) {
     const std::string keys = known_keys(fields, section);
     throw Error(fmt::format("--set {}: unknown key '{}.{}'{}", assignment, section, key,
-                            keys.empty() ? "; sections are model, train, data, parallel, output"
-                                         : "; keys of " + section + ": " + keys));
+                            keys.empty()
+                                ? "; sections are model, train, data, parallel, output, checkpoint"
+                                : "; keys of " + section + ": " + keys));
   }
   set_from_text(*f, assignment.substr(eq + 1));
 }
@@ -308,6 +326,15 @@ void validate(const RunConfig& c) {
                    c.parallel.backend));
   need(c.parallel.chunks >= 1, "parallel.chunks must be positive");
   need(c.output.trace_steps >= 1, "output.trace_steps must be positive");
+  const auto& k = c.checkpoint;
+  need(k.every >= 0, "checkpoint.every must not be negative (0: by time and at the end only)");
+  need(k.every_minutes >= 0, "checkpoint.every_minutes must not be negative (0: off)");
+  need(k.keep >= 1, "checkpoint.keep must be at least 1");
+  need(k.resume.empty() || k.init_from.empty(),
+       "checkpoint.resume and checkpoint.init_from exclude each other: resume goes on with a "
+       "run, init_from starts a new one from its weights");
+  need(k.resume != "auto" || !k.dir.empty(),
+       "checkpoint.resume = \"auto\" looks in checkpoint.dir: set checkpoint.dir too");
   need(c.train.eval_every >= 0, "train.eval_every must not be negative (0: no validation)");
   need(c.train.eval_batches >= 1, "train.eval_batches must be positive");
   need(!c.data.source.empty(),
@@ -320,10 +347,11 @@ void validate(const RunConfig& c) {
   }
 }
 
-std::string defaults_as_toml() {
-  RunConfig c;
+namespace {
+
+std::string as_toml(RunConfig c, const std::string& title) {
   std::vector<ConfigField> fields = config_fields(c);
-  std::string out = "# gridlm run configuration: every key with its default.\n";
+  std::string out = title;
   std::string section;
   for (const ConfigField& f : fields) {
     if (f.section != section) {
@@ -333,6 +361,16 @@ std::string defaults_as_toml() {
     out += fmt::format("{} = {}  # {}\n", f.key, value_text(f), f.doc);
   }
   return out;
+}
+
+} // namespace
+
+std::string defaults_as_toml() {
+  return as_toml(RunConfig{}, "# gridlm run configuration: every key with its default.\n");
+}
+
+std::string config_as_toml(const RunConfig& config) {
+  return as_toml(config, "# gridlm run configuration, as this run resolved it.\n");
 }
 
 std::string defaults_as_markdown() {

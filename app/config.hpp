@@ -30,6 +30,8 @@ void apply_override(RunConfig& config, const std::string& assignment);
 // Checks values that are each valid but impossible together or out of range.
 void validate(const RunConfig& config);
 
+// Every key with its value in `config`, as a TOML file (stored in checkpoints).
+std::string config_as_toml(const RunConfig& config);
 // The defaults as a TOML file, and as the Markdown table of docs/config.md.
 std::string defaults_as_toml();
 std::string defaults_as_markdown();

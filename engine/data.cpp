@@ -51,21 +51,37 @@ RunData open_data(const RunConfig& config, const parallel::Grid& grid) {
 }
 
 BatchFeed::BatchFeed(const io::TokenSource& source, const RunConfig& config,
-                     const parallel::Grid& grid, bool needed)
-    : accum_(config.train.grad_accum) {
-  if (!needed) return;
-  const int dp = grid.layout().dp, replica = grid.coords().dp, B = config.train.micro_batch;
+                     const parallel::Grid& grid, bool needed, int start_step,
+                     std::uint64_t samples_seen)
+    : source_(source), accum_(config.train.grad_accum), dp_(grid.layout().dp),
+      replica_(grid.coords().dp), B_(config.train.micro_batch), length_(config.model.seq_len + 1),
+      needed_(needed) {
+  restart(start_step, samples_seen);
+}
+
+void BatchFeed::stop() {
+  if (prefetch_) waited_ += prefetch_->waited();
+  prefetch_.reset();
+}
+
+void BatchFeed::restart(int start_step, std::uint64_t samples_seen) {
+  stop();
+  start_step_ = start_step;
+  if (!needed_) return;
+  const int dp = dp_, replica = replica_, B = B_;
   prefetch_ = std::make_unique<io::Prefetcher>(
-      source,
-      [dp, replica, B](long n) { return (std::uint64_t(n) * dp + replica) * std::uint64_t(B); }, B,
-      config.model.seq_len + 1, 2 * accum_, accum_);
+      source_,
+      [samples_seen, dp, replica, B](long n) {
+        return samples_seen + (std::uint64_t(n) * dp + replica) * std::uint64_t(B);
+      },
+      B, length_, 2 * accum_, accum_);
 }
 
 std::vector<std::int32_t> BatchFeed::batch(long n) { return prefetch_->get(n); }
 
 parallel::Executor::Samples BatchFeed::samples(int step) {
   return [this, step](int micro, std::vector<std::int32_t>& seq) {
-    seq = prefetch_->get(long(step) * accum_ + micro);
+    seq = prefetch_->get(long(step - start_step_) * accum_ + micro);
   };
 }
 

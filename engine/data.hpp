@@ -34,20 +34,26 @@ RunData open_data(const RunConfig& config, const parallel::Grid& grid);
 
 class BatchFeed {
 public:
-  // Starts the read-ahead thread when `needed` (this rank's stages take tokens). HDF5 is not
-  // thread-safe: call stop() before any file is written.
+  // Starts the read-ahead thread when `needed` (this rank's stages take tokens), for steps from
+  // `start_step` on, whose first sample is `samples_seen` (the data cursor of a resumed run).
+  // HDF5 is not thread-safe: call stop() before any file is written, restart() after.
   BatchFeed(const io::TokenSource& source, const RunConfig& config, const parallel::Grid& grid,
-            bool needed);
+            bool needed, int start_step = 0, std::uint64_t samples_seen = 0);
   // The executor's samples of one step.
   parallel::Executor::Samples samples(int step);
-  // Batch n = step x accum + micro ([B, T+1] tokens).
+  // Batch n = (step - start_step) x accum + micro ([B, T+1] tokens).
   std::vector<std::int32_t> batch(long n);
   // Seconds spent waiting for batches so far.
-  double waited() const { return prefetch_ ? prefetch_->waited() : 0.0; }
-  void stop() { prefetch_.reset(); }
+  double waited() const { return waited_ + (prefetch_ ? prefetch_->waited() : 0.0); }
+  void stop();
+  void restart(int start_step, std::uint64_t samples_seen);
 
 private:
-  int accum_ = 1;
+  const io::TokenSource& source_;
+  int accum_ = 1, dp_ = 1, replica_ = 0, B_ = 1, length_ = 2;
+  bool needed_ = false;
+  int start_step_ = 0;
+  double waited_ = 0.0; // by earlier prefetchers
   std::unique_ptr<io::Prefetcher> prefetch_;
 };
 

@@ -24,6 +24,8 @@ public:
   // Collective over pp and tp. Recorded in `trace` (may be null) as the optimizer.
   Result apply(PipelineModel& model, int step, parallel::TraceRecorder* trace);
   std::size_t state_bytes() const;
+  // Chunk c's optimizer (its moments, for checkpoints).
+  layers::AdamW& adamw(std::size_t c) const { return *adamw_[c]; }
 
 private:
   layers::OptimizerConfig optim_;

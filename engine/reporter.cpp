@@ -1,6 +1,7 @@
 // The start-up report, the per-step log and the metrics lines.
 #include "engine/reporter.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -112,12 +113,22 @@ double Reporter::step(const StepRecord& r) {
                      {"comm_wait_ms", r.comm_seconds * 1e3},
                      {"data_wait_ms", r.data_wait * 1e3}};
     if (validated) j["val_loss"] = r.val_loss;
+    if (!r.checkpoint_path.empty()) {
+      j["checkpoint_s"] = r.checkpoint_seconds;
+      j["checkpoint_bytes"] = r.checkpoint_bytes;
+    }
     if (layout.pp > 1) {
       j["bubble"] = r.pipeline.bubble;
       j["bubble_predicted"] = r.pipeline.predicted_bubble;
     }
     metrics_ << j.dump() << "\n";
     metrics_.flush();
+  }
+  if (!r.checkpoint_path.empty()) {
+    std::printf("step %5d/%d | checkpoint %s: %.1f MiB in %.2f s (%.0f MiB/s)\n", r.step + 1,
+                tc.steps, r.checkpoint_path.c_str(), double(r.checkpoint_bytes) / (1 << 20),
+                r.checkpoint_seconds,
+                double(r.checkpoint_bytes) / (1 << 20) / std::max(r.checkpoint_seconds, 1e-9));
   }
   if (r.step % tc.log_every == 0 || r.step == tc.steps - 1) {
     std::string comm = layout.tp > 1 || layout.pp > 1
@@ -134,6 +145,13 @@ double Reporter::step(const StepRecord& r) {
     std::fflush(stdout);
   }
   return rate;
+}
+
+void Reporter::resumed(const std::string& path, const CheckpointMeta& meta) const {
+  if (grid_.rank() != 0) return;
+  std::printf("resumed from %s: %d steps done, %llu samples seen (written by %s)\n", path.c_str(),
+              meta.step, static_cast<unsigned long long>(meta.samples_seen), meta.layout.c_str());
+  std::fflush(stdout);
 }
 
 void Reporter::wrote(const char* what, const std::string& path) const {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint.hpp"
 #include "engine/pipeline_model.hpp"
 #include "engine/run_config.hpp"
 #include "engine/run_plan.hpp"
@@ -28,7 +29,11 @@ struct StepRecord {
   double comm_seconds = 0.0; // waiting for stage transfers and tensor-parallel all-reduces
   double data_wait = 0.0;    // waiting for the batch reader
   double val_loss = 0.0;     // NaN when no validation ran after this step
+  double tokens_per_s = 0.0; // the step's throughput, as reported
   parallel::PipelineTiming pipeline;
+  std::string checkpoint_path;        // a checkpoint saved after this step ("" for none)
+  double checkpoint_seconds = 0.0;    // and the time it took
+  std::uint64_t checkpoint_bytes = 0; // and its size
 };
 
 class Reporter {
@@ -40,6 +45,8 @@ public:
                std::size_t optimizer_bytes);
   // The step's metrics line and readable lines. Returns the step's tokens/s.
   double step(const StepRecord& r);
+  // "resumed from PATH at step N" (rank 0).
+  void resumed(const std::string& path, const CheckpointMeta& meta) const;
   // "name: path" once a file is written (rank 0).
   void wrote(const char* what, const std::string& path) const;
 

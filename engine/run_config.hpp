@@ -48,12 +48,22 @@ struct OutputConfig {
   int trace_steps = 3;             // steps the trace records
 };
 
+struct CheckpointConfig {
+  std::string dir = "";       // checkpoint directory inside output.dir ("": no checkpoints)
+  int every = 0;              // save every this many steps (0: only by time and at the end)
+  double every_minutes = 0;   // save when this many minutes passed since the last save (0: off)
+  int keep = 3;               // newest checkpoints kept; older ones go once a new one is complete
+  std::string resume = "";    // a checkpoint to resume from, or "auto": the newest in dir, if any
+  std::string init_from = ""; // weights (a checkpoint or weights file) to start from, at step 0
+};
+
 struct RunConfig {
   layers::ModelConfig model;
   TrainConfig train;
   DataConfig data;
   ParallelConfig parallel;
   OutputConfig output;
+  CheckpointConfig checkpoint;
 };
 
 } // namespace gridlm::engine

@@ -1,13 +1,18 @@
 // The run's decisions, each taken once.
 #include "engine/run_plan.hpp"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
 #include "engine/comm_backend.hpp"
 #include "layers/model_config.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/stage_layout.hpp"
 
@@ -29,7 +34,67 @@ parallel::ScheduleKind schedule_kind(const std::string& name) {
   }
 }
 
+// Rank 0 checks the checkpoint directory now, not at the first save: created if missing, and
+// a file written and removed in it.
+void check_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw Error(fmt::format("checkpoint.dir: cannot create '{}': {}; choose a writable directory",
+                            dir, ec.message()));
+  }
+  const std::string probe = dir + "/.gridlm-write-test";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr || std::fclose(f) != 0) {
+    throw Error(fmt::format("checkpoint.dir: '{}' is not writable ({}); choose a writable "
+                            "directory",
+                            dir, std::strerror(errno)));
+  }
+  std::filesystem::remove(probe, ec);
+}
+
+// Rank 0's reading of checkpoint.resume: "auto" is the file `latest` names, or "" when there is
+// no `latest` yet (a fresh start); a path must exist.
+std::string resolve_resume(const std::string& spec, const std::string& dir) {
+  if (spec.empty()) return "";
+  if (spec != "auto") {
+    if (!std::filesystem::exists(spec)) {
+      throw Error(fmt::format("--resume '{}': no such checkpoint; give a checkpoint file, or "
+                              "--resume auto for the newest in checkpoint.dir",
+                              spec));
+    }
+    return spec;
+  }
+  std::ifstream latest(latest_file(dir));
+  std::string name;
+  if (!latest || !std::getline(latest, name)) return "";
+  const std::string path = dir + "/" + name;
+  if (!std::filesystem::exists(path)) {
+    throw Error(fmt::format("'{}' names '{}', which does not exist: the checkpoint was removed "
+                            "or moved; point --resume at a checkpoint that exists",
+                            latest_file(dir), name));
+  }
+  return path;
+}
+
+// Rank 0's text, on every rank.
+void broadcast(std::string& text, const parallel::Grid& grid) {
+  parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
+  std::vector<std::uint64_t> size{text.size()};
+  all.broadcast(Span<std::uint64_t>(size), 0);
+  std::vector<std::uint8_t> bytes(text.begin(), text.end());
+  bytes.resize(size[0]);
+  all.broadcast(Span<std::uint8_t>(bytes), 0);
+  text.assign(bytes.begin(), bytes.end());
+}
+
 } // namespace
+
+std::string checkpoint_file(const std::string& dir, int step) {
+  return fmt::format("{}/step-{:06d}.h5", dir, step);
+}
+
+std::string latest_file(const std::string& dir) { return dir + "/latest"; }
 
 std::string output_path(const RunConfig& config, const std::string& name) {
   if (name.empty() || name.front() == '/' || config.output.dir.empty()) return name;
@@ -62,7 +127,15 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
     plan.weights_path = output_path(config, config.output.weights);
     plan.trace_path = output_path(config, config.output.trace);
     if (grid.rank() == 0) make_directory(config.output.dir);
+    const CheckpointConfig& k = config.checkpoint;
+    if (!k.dir.empty()) {
+      plan.checkpoint_dir = output_path(config, k.dir);
+      if (grid.rank() == 0) check_checkpoint_dir(plan.checkpoint_dir);
+    }
+    if (grid.rank() == 0) plan.resume_path = resolve_resume(k.resume, plan.checkpoint_dir);
+    plan.init_from = k.init_from;
   });
+  broadcast(plan.resume_path, grid);
   return plan;
 }
 

@@ -24,11 +24,18 @@ struct RunPlan {
   std::string metrics_path;             // output.dir/output.metrics, or "" for none
   std::string weights_path;             // output.dir/output.weights, or "" for none
   std::string trace_path;               // the trace file, or "" for none
+  std::string checkpoint_dir;           // output.dir/checkpoint.dir (exists, writable), or ""
+  std::string resume_path;              // the checkpoint to go on from, or "" (a fresh start)
+  std::string init_from;                // weights to start from, or ""
 };
 
 // Collective over the grid. Throws the same CollectiveError on every rank for a schedule, stage
 // layout or backend that cannot work, naming the key and the fix. Rank 0 creates output.dir.
 RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid);
+
+// The checkpoint file of a step in `dir`, and the file naming the newest complete one.
+std::string checkpoint_file(const std::string& dir, int step);
+std::string latest_file(const std::string& dir);
 
 // A path inside output.dir: "" stays "" (none), an absolute path stays as it is, and with no
 // output.dir a name is relative to the working directory.

@@ -1,11 +1,15 @@
-// The step loop, and the wiring of the run's parts around it.
+// The step loop, and the wiring of the run's parts around it: a Run holds every room of the
+// engine for one training run, built in the order their collectives need; train() drives it.
 #include "engine/trainer.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include <fmt/format.h>
 
+#include "engine/checkpoint.hpp"
+#include "engine/checkpointer.hpp"
 #include "engine/comm_backend.hpp"
 #include "engine/data.hpp"
 #include "engine/grad_sync.hpp"
@@ -15,8 +19,9 @@
 #include "engine/reporter.hpp"
 #include "engine/run_plan.hpp"
 #include "engine/validation.hpp"
-#include "engine/weights_file.hpp"
+#include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/stage_layout.hpp"
 #include "parallel/trace.hpp"
 
 namespace gridlm::engine {
@@ -28,83 +33,181 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-} // namespace
+std::unique_ptr<parallel::Comm> transfer_comm(const RunPlan& plan, const parallel::Grid& grid) {
+  if (plan.transfer_backend == "mpi") return nullptr; // the executor's own MPI pp communicator
+  return make_axis_comm(grid, parallel::Axis::pp, plan.transfer_backend);
+}
 
-TrainResult train(const RunConfig& config, const parallel::Grid& grid) {
-  const RunPlan plan = plan_run(config, grid);
-  const RunData data = open_data(config, grid);
-  parallel::TraceRecorder trace(grid, plan.trace_path.empty() ? 0 : config.output.trace_steps);
-  const std::unique_ptr<parallel::Comm> tp = make_axis_comm(grid, parallel::Axis::tp, plan.backend);
-  PipelineModel model(config.model, config.train.micro_batch, config.model.seq_len, grid,
-                      plan.pipeline, plan.stage_blocks, tp.get(), std::uint64_t(config.train.seed),
-                      &trace,
-                      plan.transfer_backend == "mpi"
-                          ? nullptr
-                          : make_axis_comm(grid, parallel::Axis::pp, plan.transfer_backend));
-  parallel::Executor& pipeline = model.executor();
-  OptimizerStep optimizer(plan.optim, model);
-  GradSync grad_sync(grid, plan.backend);
-  Reporter report(config, plan, grid);
-  report.startup(model, *data.train, optimizer.state_bytes());
-  std::unique_ptr<ReferenceDump> dump;
-  if (plan.reference_dump)
-    dump = std::make_unique<ReferenceDump>(config, plan.optim, *model.chunks()[0]);
-  const Validation validation(data, config, grid, pipeline.needs_tokens());
-  BatchFeed feed(*data.train, config, grid, pipeline.needs_tokens());
-  if (dump) dump->first_forward(feed.batch(0));
+class Run {
+public:
+  Run(const RunConfig& config, const parallel::Grid& grid, const std::string& config_text)
+      : config_(config), grid_(grid), plan_(plan_run(config, grid)), data_(open_data(config, grid)),
+        trace_(grid, plan_.trace_path.empty() ? 0 : config.output.trace_steps),
+        tp_(make_axis_comm(grid, parallel::Axis::tp, plan_.backend)),
+        model_(config.model, config.train.micro_batch, config.model.seq_len, grid, plan_.pipeline,
+               plan_.stage_blocks, tp_.get(), std::uint64_t(config.train.seed), &trace_,
+               transfer_comm(plan_, grid)),
+        optimizer_(plan_.optim, model_), grad_sync_(grid, plan_.backend),
+        report_(config, plan_, grid), checkpoints_(config, plan_, grid) {
+    start();
+    report_.startup(model_, *data_.train, optimizer_.state_bytes());
+    if (plan_.reference_dump) {
+      dump_ = std::make_unique<ReferenceDump>(config, plan_.optim, *model_.chunks()[0]);
+    }
+    const bool tokens = model_.executor().needs_tokens();
+    validation_ = std::make_unique<Validation>(data_, config, grid, tokens);
+    feed_ = std::make_unique<BatchFeed>(*data_.train, config, grid, tokens, first_step_,
+                                        meta_.samples_seen);
+    if (dump_) dump_->first_forward(feed_->batch(0));
+    meta_.config = config_text;
+    meta_.data_source = config.data.source;
+    meta_.data_seed = config.data.seed;
+    meta_.layout =
+        fmt::format("{}; schedule {}, {} chunk(s), blocks per virtual stage {}",
+                    grid.layout().str(), config.parallel.schedule, config.parallel.chunks,
+                    parallel::stage_blocks_text(plan_.stage_blocks));
+  }
 
-  const float loss_weight = 1.0f / float(config.train.grad_accum * grid.layout().dp);
-  std::vector<double> rates;
-  TrainResult result;
-  for (int step = 0; step < config.train.steps; ++step) {
+  int first_step() const { return first_step_; }
+
+  // One optimizer step, its validation and checkpoint when due, and its report.
+  StepRecord step(int step) {
+    parallel::Executor& pipeline = model_.executor();
     StepRecord r;
     r.step = step;
-    const double start = parallel::steady_seconds();
-    trace.set_step(step);
-    const double comm_before = pipeline.comm_seconds(), wait_before = feed.waited();
+    const double begin = parallel::steady_seconds();
+    trace_.set_step(step);
+    const double comm_before = pipeline.comm_seconds(), wait_before = feed_->waited();
     pipeline.zero_grad();
-    parallel::Executor::Samples samples = feed.samples(step);
-    if (dump) {
-      samples = [&dump, read = samples](int micro, std::vector<std::int32_t>& seq) {
+    parallel::Executor::Samples samples = feed_->samples(step);
+    if (dump_) {
+      samples = [this, read = samples](int micro, std::vector<std::int32_t>& seq) {
         read(micro, seq);
-        dump->batch(seq);
+        dump_->batch(seq);
       };
     }
-    r.loss = grad_sync.reduce(model, pipeline.step(samples, loss_weight), &trace);
-    if (dump) dump->step(step, r.loss);
-    const OptimizerStep::Result update = optimizer.apply(model, step, &trace);
+    const float loss_weight = 1.0f / float(config_.train.grad_accum * grid_.layout().dp);
+    r.loss = grad_sync_.reduce(model_, pipeline.step(samples, loss_weight), &trace_);
+    if (dump_) dump_->step(step, r.loss);
+    const OptimizerStep::Result update = optimizer_.apply(model_, step, &trace_);
     r.grad_norm = update.grad_norm;
     r.lr = update.lr;
-    r.seconds = parallel::steady_seconds() - start;
+    r.seconds = parallel::steady_seconds() - begin;
     r.comm_seconds = pipeline.comm_seconds() - comm_before;
-    r.data_wait = feed.waited() - wait_before;
+    r.data_wait = feed_->waited() - wait_before;
     r.pipeline = pipeline.last_timing();
     if (!std::isfinite(r.loss)) {
       abort_job(
           fmt::format("loss is {} at step {}: training diverged; lower train.lr", r.loss, step));
     }
-    result.losses.push_back(r.loss);
-    r.val_loss = std::nan("");
-    if (validation.due(step)) {
-      r.val_loss = validation.run(pipeline, grad_sync.scalars());
-      result.val_losses.emplace_back(step, r.val_loss);
+    r.val_loss =
+        validation_->due(step) ? validation_->run(pipeline, grad_sync_.scalars()) : std::nan("");
+    if (checkpoints_.due(step)) save(step + 1, r);
+    r.tokens_per_s = report_.step(r);
+    return r;
+  }
+
+  // After the last step: the weights file, the reference dump, the trace.
+  void finish() {
+    feed_->stop(); // HDF5 is not thread-safe: the reader thread ends before files are written
+    if (!plan_.weights_path.empty()) {
+      advance(config_.train.steps);
+      write_model_file(plan_.weights_path, model_, nullptr, meta_, config_.model, grid_,
+                       data_.tokenizer);
+      report_.wrote("weights", plan_.weights_path);
     }
-    const double rate = report.step(r);
-    if (step > 0) rates.push_back(rate);
+    if (dump_) dump_->write(config_.output.reference_dump);
+    trace_.write(plan_.trace_path);
+    report_.wrote("trace", plan_.trace_path);
+  }
+
+private:
+  // Where the run starts: step 0, or where a checkpoint left off (--resume), with the weights
+  // of a file (--init-from) or initialised.
+  void start() {
+    if (!plan_.resume_path.empty()) {
+      meta_ = read_model_file(plan_.resume_path, model_, &optimizer_, config_.model, grid_);
+      check_same_data(meta_);
+      first_step_ = meta_.step;
+      first_samples_ = meta_.samples_seen;
+      report_.resumed(plan_.resume_path, meta_);
+    } else if (!plan_.init_from.empty()) {
+      read_model_file(plan_.init_from, model_, nullptr, config_.model, grid_);
+      report_.wrote("weights from", plan_.init_from);
+    }
+  }
+
+  // A resumed run goes on through the same samples in the same order; new data is a new run.
+  void check_same_data(const CheckpointMeta& m) const {
+    parallel::run_agreed(grid_.comm(), [&] {
+      if (m.data_source != config_.data.source || m.data_seed != config_.data.seed) {
+        throw Error(fmt::format(
+            "'{}' was trained on data.source = '{}' with data.seed = {}, but this run has '{}' "
+            "with {}: a resumed run reads the same samples in the same order; set them back, or "
+            "start a new run from its weights with --init-from",
+            plan_.resume_path, m.data_source, m.data_seed, config_.data.source, config_.data.seed));
+      }
+    });
+  }
+
+  // The run's position after `steps` steps.
+  void advance(int steps) {
+    const std::uint64_t per_step = std::uint64_t(config_.train.grad_accum) *
+                                   std::uint64_t(grid_.layout().dp) *
+                                   std::uint64_t(config_.train.micro_batch);
+    meta_.step = steps;
+    meta_.samples_seen = first_samples_ + std::uint64_t(steps - first_step_) * per_step;
+    meta_.tokens_seen = meta_.samples_seen * std::uint64_t(config_.model.seq_len);
+  }
+
+  void save(int steps, StepRecord& r) {
+    advance(steps);
+    feed_->stop(); // HDF5 is not thread-safe: the reader thread rests while the file is written
+    const Checkpointer::Saved saved = checkpoints_.save(meta_, model_, optimizer_, data_.tokenizer);
+    feed_->restart(steps, meta_.samples_seen);
+    r.checkpoint_path = saved.path;
+    r.checkpoint_seconds = saved.seconds;
+    r.checkpoint_bytes = saved.bytes;
+  }
+
+  const RunConfig& config_;
+  const parallel::Grid& grid_;
+  const RunPlan plan_;
+  const RunData data_;
+  parallel::TraceRecorder trace_;
+  const std::unique_ptr<parallel::Comm> tp_;
+  PipelineModel model_;
+  OptimizerStep optimizer_;
+  GradSync grad_sync_;
+  Reporter report_;
+  Checkpointer checkpoints_;
+  std::unique_ptr<ReferenceDump> dump_;
+  std::unique_ptr<Validation> validation_;
+  std::unique_ptr<BatchFeed> feed_;
+  CheckpointMeta meta_;
+  int first_step_ = 0;
+  std::uint64_t first_samples_ = 0;
+};
+
+} // namespace
+
+TrainResult train(const RunConfig& config, const parallel::Grid& grid,
+                  const std::string& config_text) {
+  Run run(config, grid, config_text);
+  TrainResult result;
+  std::vector<double> rates;
+  for (int step = run.first_step(); step < config.train.steps; ++step) {
+    const StepRecord r = run.step(step);
+    result.losses.push_back(r.loss);
+    if (std::isfinite(r.val_loss)) result.val_losses.emplace_back(step, r.val_loss);
+    if (step > run.first_step()) rates.push_back(r.tokens_per_s);
   }
   if (!result.losses.empty()) {
     result.first_loss = result.losses.front();
     result.last_loss = result.losses.back();
   }
   result.tokens_per_s = median(rates);
-  feed.stop(); // HDF5 is not thread-safe: the reader thread ends before files are written
-  if (!plan.weights_path.empty()) {
-    write_weights(plan.weights_path, model, config.model, grid, data.tokenizer);
-    report.wrote("weights", plan.weights_path);
-  }
-  if (dump) dump->write(config.output.reference_dump);
-  trace.write(plan.trace_path);
-  report.wrote("trace", plan.trace_path);
+  run.finish();
   return result;
 }
 

@@ -6,6 +6,7 @@
 // file (engine/weights_file) and the reference dump (engine/reference_dump).
 #pragma once
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -23,7 +24,9 @@ struct TrainResult {
   std::vector<std::pair<int, double>> val_losses; // (step, validation loss) when evaluated
 };
 
-// Collective over the grid. The configuration must be validated.
-TrainResult train(const RunConfig& config, const parallel::Grid& grid);
+// Collective over the grid. The configuration must be validated; `config_text` (its TOML, for
+// the record) goes into checkpoints. A resumed run's result holds the steps it ran.
+TrainResult train(const RunConfig& config, const parallel::Grid& grid,
+                  const std::string& config_text = "");
 
 } // namespace gridlm::engine

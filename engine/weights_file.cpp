@@ -39,55 +39,6 @@ layers::ModelConfig read_model_attributes(io::H5File& f) {
   return m;
 }
 
-void write_weights(const std::string& path, const PipelineModel& model,
-                   const layers::ModelConfig& config, const parallel::Grid& grid,
-                   const std::string& tokenizer) {
-  // Every tensor of this rank's chunks at its global shape, by name.
-  std::map<std::string, std::vector<float>> mine;
-  for (const auto& chunk : model.chunks()) {
-    auto host = Kokkos::create_mirror_view(chunk->params());
-    Kokkos::deep_copy(host, chunk->params());
-    for (const layers::ParamInfo& p : chunk->table().params) {
-      auto global = layers::gather_parameter(p, host.data() + p.offset, model.tp());
-      mine.emplace(p.name, std::move(global));
-    }
-  }
-  // Only the (dp 0, tp 0) rank of each stage takes part in the transfer to rank 0.
-  if (grid.coords().dp != 0 || grid.coords().tp != 0) return;
-  auto pp = grid.make_mpi_comm(parallel::Axis::pp);
-  const layers::ParamTable all = layers::make_param_table(config);
-  std::vector<std::vector<float>> received(all.params.size());
-  std::vector<parallel::Request> requests;
-  for (std::size_t i = 0; i < all.params.size(); ++i) {
-    const layers::ParamInfo& info = all.params[i];
-    const int from = model.stage_of(all, int(i));
-    if (from == 0) continue;
-    if (pp->rank() == from) {
-      requests.push_back(pp->isend(Span<const float>(mine.at(info.name)), 0, int(i)));
-    } else if (pp->rank() == 0) {
-      std::size_t n = 1;
-      for (auto d : info.shape)
-        n *= std::size_t(d);
-      received[i].resize(n);
-      requests.push_back(pp->irecv(Span<float>(received[i]), from, int(i)));
-    }
-  }
-  for (auto& r : requests)
-    r.wait();
-  if (grid.rank() != 0) return;
-  io::H5File f = io::H5File::create(path);
-  for (std::size_t i = 0; i < all.params.size(); ++i) {
-    const layers::ParamInfo& info = all.params[i];
-    const std::vector<float>& data =
-        model.stage_of(all, int(i)) == 0 ? mine.at(info.name) : received[i];
-    f.write(info.name, info.shape, data.data());
-  }
-  f.attribute("format", "gridlm weights v1: one dataset per parameter, PyTorch names and shapes");
-  write_model_attributes(f, config);
-  if (!tokenizer.empty()) f.write_bytes("tokenizer/model", tokenizer);
-  f.commit();
-}
-
 void load_weights(layers::GPT& gpt, io::H5File& f) {
   const layers::ParamTable& t = gpt.table();
   auto host = Kokkos::create_mirror_view(gpt.params());

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "io/h5_check.hpp"
@@ -254,8 +256,15 @@ std::uint64_t check_boxes(const std::vector<Box>& boxes, const std::vector<std::
   return n;
 }
 
-// The dataspace of `shape` with the boxes selected (none when there are none).
+// The dataspace of `shape` with the boxes selected (none when there are none; an array of no
+// elements, a rank's memory when it holds nothing, as a one-element space with nothing in it).
 H5Handle selection(const std::vector<std::uint64_t>& shape, const std::vector<Box>& boxes) {
+  if (!shape.empty() && elements(shape) == 0) {
+    const hsize_t one = 1;
+    H5Handle none(GRIDLM_H5_CHECK(H5Screate_simple(1, &one, nullptr)));
+    GRIDLM_H5_CHECK(H5Sselect_none(none.get()));
+    return none;
+  }
   const std::vector<hsize_t> dims(shape.begin(), shape.end());
   H5Handle space(GRIDLM_H5_CHECK(dims.empty()
                                      ? H5Screate(H5S_SCALAR)
@@ -298,8 +307,40 @@ void check_shard(const TensorShard& s, std::size_t local_size, const std::string
 
 } // namespace
 
+std::uint64_t shard_checksum(const TensorShard& shard, Span<const float> local) {
+  std::uint64_t sum = 0;
+  const std::size_t dims = shard.global_shape.size();
+  std::vector<std::uint64_t> at(dims);
+  for (std::size_t b = 0; b < shard.file.size(); ++b) {
+    const Box& f = shard.file[b];
+    const Box& m = shard.memory[b];
+    const std::uint64_t n = elements(f.count);
+    for (std::uint64_t e = 0; e < n; ++e) {
+      // The e-th element of the box, row-major, in global and in local coordinates.
+      std::uint64_t rest = e, global = 0, local_index = 0;
+      for (std::size_t d = dims; d-- > 0;) {
+        at[d] = rest % f.count[d];
+        rest /= f.count[d];
+      }
+      for (std::size_t d = 0; d < dims; ++d) {
+        global = global * shard.global_shape[d] + f.start[d] + at[d];
+        local_index = local_index * shard.local_shape[d] + m.start[d] + at[d];
+      }
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &local[local_index], sizeof bits);
+      // splitmix64 of (index, bits): every element and position counts, in any order.
+      std::uint64_t z =
+          (global << 32 ^ global >> 32) ^ (std::uint64_t(bits) * 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      sum += z ^ (z >> 31);
+    }
+  }
+  return sum;
+}
+
 void ParallelFile::write_shard(const std::string& name, const TensorShard& shard,
-                               Span<const float> local) {
+                               Span<const float> local, Transfer transfer) {
   check_shard(shard, local.size(),
               fmt::format("write of '{}' in '{}' on {}", name, path_, where()));
   H5Handle file_space = selection(shard.global_shape, shard.file);
@@ -310,7 +351,7 @@ void ParallelFile::write_shard(const std::string& name, const TensorShard& shard
   H5Handle dset(GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<float>::file(),
                                            file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT)));
   H5Handle mem_space = selection(shard.local_shape, shard.memory);
-  H5Handle dxpl = transfer_list(Transfer::collective);
+  H5Handle dxpl = transfer_list(transfer);
   GRIDLM_H5_CHECK(H5Dwrite(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
                            dxpl.get(), local.data()));
 }
@@ -342,6 +383,46 @@ void ParallelFile::read_shard(const std::string& name, const TensorShard& shard,
   H5Handle dxpl = transfer_list(transfer);
   GRIDLM_H5_CHECK(H5Dread(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
                           dxpl.get(), local.data()));
+}
+
+bool ParallelFile::has_object(const std::string& name) const {
+  return H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) > 0;
+}
+
+double ParallelFile::number_attribute(const std::string& object, const std::string& name) const {
+  if (H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT) <= 0) {
+    throw Error(fmt::format("'{}': '{}' has no attribute '{}'", path_, object, name));
+  }
+  H5Handle attr(GRIDLM_H5_CHECK(
+      H5Aopen_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT)));
+  H5Handle type(GRIDLM_H5_CHECK(H5Aget_type(attr.get())));
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
+    throw Error(fmt::format("'{}': attribute '{}' of '{}' is not a number", path_, name, object));
+  }
+  double value = 0.0;
+  GRIDLM_H5_CHECK(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value));
+  return value;
+}
+
+std::string ParallelFile::text_attribute(const std::string& object, const std::string& name) const {
+  if (H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT) <= 0) {
+    throw Error(fmt::format("'{}': '{}' has no attribute '{}'", path_, object, name));
+  }
+  H5Handle attr(GRIDLM_H5_CHECK(
+      H5Aopen_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT)));
+  H5Handle type(GRIDLM_H5_CHECK(H5Aget_type(attr.get())));
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) <= 0) {
+    throw Error(fmt::format("'{}': attribute '{}' of '{}' is not a text", path_, name, object));
+  }
+  H5Handle memory(GRIDLM_H5_CHECK(H5Tcopy(H5T_C_S1)));
+  GRIDLM_H5_CHECK(H5Tset_size(memory.get(), H5T_VARIABLE));
+  GRIDLM_H5_CHECK(H5Tset_cset(memory.get(), H5Tget_cset(type.get()))); // no conversion
+  char* text = nullptr;
+  GRIDLM_H5_CHECK(H5Aread(attr.get(), memory.get(), &text));
+  std::string value = text != nullptr ? text : "";
+  H5free_memory(text);
+  return value;
 }
 
 #define GRIDLM_PARALLEL_FILE_TYPES(T)                                                              \

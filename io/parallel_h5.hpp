@@ -44,6 +44,11 @@ struct TensorShard {
   std::vector<Box> memory;                 // the same elements, in local coordinates
 };
 
+// An order-free checksum of a shard's elements: the sum over them of a hash of (global flat
+// index, value bits), modulo 2^64. Summed over ranks whose shards partition a tensor, it is the
+// tensor's checksum whatever the partition, so any layout can verify a file any other wrote.
+std::uint64_t shard_checksum(const TensorShard& shard, Span<const float> local);
+
 class ParallelFile {
 public:
   // Collective over `comm`. create() truncates; open_read() fails with a clear error naming the
@@ -77,8 +82,12 @@ public:
   }
   // Collective: creates float32 dataset `name` at shard.global_shape (with missing groups),
   // every rank writing its boxes from `local` (the elements of shard.local_shape). Throws
-  // gridlm::Error for boxes outside the shapes, of unequal counts or not stacked by rows.
-  void write_shard(const std::string& name, const TensorShard& shard, Span<const float> local);
+  // gridlm::Error for boxes outside the shapes, of unequal counts or not stacked by rows. The
+  // data goes independently by default: shards are disjoint runs, and MPI-IO's collective
+  // buffering made a checkpoint of a few hundred small tensors 100 times slower here
+  // (docs/performance.md).
+  void write_shard(const std::string& name, const TensorShard& shard, Span<const float> local,
+                   Transfer transfer = Transfer::independent);
   // Reads this rank's boxes of dataset `name` into `local`, whose other elements it leaves as
   // they are. Throws gridlm::Error naming the file and dataset when the dataset is missing or
   // its shape is not shard.global_shape.
@@ -97,6 +106,12 @@ public:
   void write_attribute(const std::string& object, const std::string& name, double value);
   void write_attribute(const std::string& object, const std::string& name,
                        const std::string& value);
+
+  // Reads a scalar attribute of `object`: a number (integer or float) or a text. Throws
+  // gridlm::Error naming the file, object and attribute when it is missing or of another kind.
+  double number_attribute(const std::string& object, const std::string& name) const;
+  std::string text_attribute(const std::string& object, const std::string& name) const;
+  bool has_object(const std::string& name) const;
 
   // Closes the file collectively (also done by the destructor).
   void close() { file_.reset(); }

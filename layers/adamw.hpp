@@ -17,6 +17,9 @@ public:
   // the global norm of grads (over all ranks), used for clipping. Moments live here.
   void update(Kokkos::View<float*> params, Kokkos::View<const float*> grads, int step, double lr,
               double grad_norm);
+  // The moments, at the parameter table's offsets (for checkpoints: saved and restored).
+  Kokkos::View<float*> moment1() const { return moment1_; }
+  Kokkos::View<float*> moment2() const { return moment2_; }
   std::size_t state_bytes() const {
     return (moment1_.size() + moment2_.size() + decay_.size()) * sizeof(float);
   }

@@ -1,7 +1,7 @@
 // The fuzz target of io::read_dataset_info (the structure check of dataset files), shared by
 // the libFuzzer build (build-fuzz/, clang) and the replay driver that every build runs over the
-// seed corpus and deterministic pseudo-random inputs. See dataset_structure.cpp for what an
-// input means and what is checked.
+// seed corpus and deterministic pseudo-random inputs. See dataset_structure.cpp for what is
+// checked, and dataset_input.cpp for what an input means.
 #pragma once
 
 #include <cstddef>

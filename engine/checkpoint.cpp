@@ -1,0 +1,303 @@
+// Writing and reading checkpoint and weights files by shards.
+#include "engine/checkpoint.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/param_shard.hpp"
+#include "gridlm/version.hpp"
+#include "io/parallel_h5.hpp"
+#include "parallel/agree.hpp"
+#include "parallel/comm_mpi.hpp"
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+constexpr const char* format_name = "gridlm-checkpoint";
+constexpr int format_version = 1;
+
+// A parameter as one of this rank's chunks holds it.
+struct Holding {
+  std::size_t chunk = 0;
+  int index = 0;       // in the chunk's table
+  bool writes = false; // the one copy of the elements that this rank writes
+};
+
+// Where this rank holds parameter `name` (a tied wte twice: the embedding's copy and the head's).
+// A data-parallel replica other than the first, a tensor rank other than the first of a
+// replicated tensor and the head's copy of a tied wte hold what another writes.
+std::vector<Holding> holdings(const PipelineModel& model, const std::string& name,
+                              const parallel::Grid& grid) {
+  std::vector<Holding> out;
+  for (std::size_t c = 0; c < model.chunks().size(); ++c) {
+    const layers::GPT& chunk = *model.chunks()[c];
+    const int i = chunk.table().find(name);
+    if (i < 0) continue;
+    const layers::ParamInfo& p = chunk.table().params[std::size_t(i)];
+    const bool tied_copy = i == chunk.table().wte && !chunk.stage().embedding;
+    const bool replica =
+        grid.coords().dp != 0 || (p.split == layers::TpSplit::replicated && grid.coords().tp != 0);
+    out.push_back({c, i, !tied_copy && !replica});
+  }
+  return out;
+}
+
+// What one dataset of the file holds, per chunk: parameters or one of the moments.
+enum class Part { params, m, v };
+const char* prefix(Part part) {
+  return part == Part::params ? "" : part == Part::m ? "optimizer/m/" : "optimizer/v/";
+}
+
+// Host copies of this rank's parameters or moments, one buffer per chunk.
+std::vector<std::vector<float>> to_host(const PipelineModel& model, const OptimizerStep* opt,
+                                        Part part) {
+  std::vector<std::vector<float>> out;
+  for (std::size_t c = 0; c < model.chunks().size(); ++c) {
+    const Kokkos::View<float*> v = part == Part::params ? model.chunks()[c]->params()
+                                   : part == Part::m    ? opt->adamw(c).moment1()
+                                                        : opt->adamw(c).moment2();
+    auto h = Kokkos::create_mirror_view(v);
+    Kokkos::deep_copy(h, v);
+    out.emplace_back(h.data(), h.data() + h.size());
+  }
+  return out;
+}
+
+void from_host(const std::vector<std::vector<float>>& host, PipelineModel& model,
+               OptimizerStep* opt, Part part) {
+  for (std::size_t c = 0; c < model.chunks().size(); ++c) {
+    const Kokkos::View<float*> v = part == Part::params ? model.chunks()[c]->params()
+                                   : part == Part::m    ? opt->adamw(c).moment1()
+                                                        : opt->adamw(c).moment2();
+    Kokkos::deep_copy(
+        v, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+               host[c].data(), host[c].size()));
+  }
+}
+
+// A shard of nothing, for a rank that holds none of a tensor.
+io::TensorShard nothing(const layers::ParamInfo& global) {
+  io::TensorShard s;
+  s.global_shape.assign(global.shape.begin(), global.shape.end());
+  s.local_shape.assign(global.shape.size(), 0);
+  return s;
+}
+
+std::string hex(std::uint64_t v) { return fmt::format("{:016x}", v); }
+
+void sum_over_grid(std::vector<std::uint64_t>& values, const parallel::Grid& grid) {
+  parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
+  all.all_reduce(Span<std::uint64_t>(values));
+}
+
+void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
+                           const layers::ModelConfig& m) {
+  f.write_attribute("/", "format", std::string(format_name));
+  f.write_attribute("/", "format_version", std::int64_t(format_version));
+  f.write_attribute("/", "gridlm_version", std::string(build::version));
+  f.write_attribute("/", "optimizer", std::int64_t(meta.optimizer ? 1 : 0));
+  f.write_attribute("/", "step", std::int64_t(meta.step));
+  f.write_attribute("/", "samples_seen", std::int64_t(meta.samples_seen));
+  f.write_attribute("/", "tokens_seen", std::int64_t(meta.tokens_seen));
+  f.write_attribute("/", "config", meta.config);
+  f.write_attribute("/", "layout", meta.layout);
+  f.write_attribute("/", "data_source", meta.data_source);
+  f.write_attribute("/", "data_seed", meta.data_seed);
+  const std::pair<const char*, std::int64_t> model[] = {
+      {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
+      {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
+  for (const auto& [name, value] : model)
+    f.write_attribute("/", name, value);
+}
+
+// Rank 0's tokenizer bytes, as a uint8 dataset every rank takes part in writing.
+void write_tokenizer(io::ParallelFile& f, const std::string& tokenizer,
+                     const parallel::Grid& grid) {
+  std::vector<std::uint64_t> size{grid.rank() == 0 ? std::uint64_t(tokenizer.size()) : 0};
+  sum_over_grid(size, grid);
+  if (size[0] == 0) return;
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(tokenizer.data());
+  f.write<std::uint8_t>("tokenizer/model", size[0], 0,
+                        Span<const std::uint8_t>(bytes, grid.rank() == 0 ? tokenizer.size() : 0));
+}
+
+// The root attributes: a gridlm model file of this format version, for this model shape, with
+// moments when they are wanted. The file is the same for every rank: what one finds wrong, all
+// find at the same point.
+CheckpointMeta read_header(const io::ParallelFile& f, const std::string& path,
+                           const layers::ModelConfig& config, bool want_optimizer) {
+  CheckpointMeta meta;
+  std::string format;
+  try {
+    format = f.text_attribute("/", "format");
+  } catch (const Error& e) {
+    format = std::string("none: ") + e.what();
+  }
+  if (format != format_name) {
+    throw Error(
+        fmt::format("'{}' is not a gridlm checkpoint or weights file (format '{}')", path, format));
+  }
+  const double version = f.number_attribute("/", "format_version");
+  if (version != format_version) {
+    throw Error(fmt::format("'{}' has checkpoint format version {}; this gridlm reads version "
+                            "{}: use the gridlm that wrote it",
+                            path, version, format_version));
+  }
+  const std::pair<const char*, int> model_keys[] = {
+      {"vocab_size", config.vocab_size}, {"seq_len", config.seq_len},
+      {"n_layer", config.n_layer},       {"n_head", config.n_head},
+      {"d_model", config.d_model},       {"tied_embeddings", config.tied_embeddings}};
+  for (const auto& [key, want] : model_keys) {
+    const double have = f.number_attribute("/", key);
+    if (have != want) {
+      throw Error(fmt::format("'{}' holds a model with {} = {}, but this run has model.{} = {}: "
+                              "a checkpoint loads only into the model shape that wrote it",
+                              path, key, have, key, want));
+    }
+  }
+  meta.optimizer = f.number_attribute("/", "optimizer") != 0.0;
+  if (want_optimizer && !meta.optimizer) {
+    throw Error(fmt::format("'{}' holds weights without optimizer state, so a run cannot "
+                            "resume from it; start from its weights with --init-from {}",
+                            path, path));
+  }
+  meta.step = int(f.number_attribute("/", "step"));
+  meta.samples_seen = std::uint64_t(f.number_attribute("/", "samples_seen"));
+  meta.tokens_seen = std::uint64_t(f.number_attribute("/", "tokens_seen"));
+  meta.config = f.text_attribute("/", "config");
+  meta.layout = f.text_attribute("/", "layout");
+  meta.data_source = f.text_attribute("/", "data_source");
+  meta.data_seed = std::int64_t(f.number_attribute("/", "data_seed"));
+  return meta;
+}
+
+} // namespace
+
+std::uint64_t write_model_file(const std::string& path, const PipelineModel& model,
+                               const OptimizerStep* optimizer, const CheckpointMeta& meta,
+                               const layers::ModelConfig& config, const parallel::Grid& grid,
+                               const std::string& tokenizer) {
+  const std::string partial = path + ".partial";
+  const layers::ParamTable whole = layers::make_param_table(config);
+  std::vector<Part> parts{Part::params};
+  if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
+  std::vector<std::vector<std::vector<float>>> host;
+  for (Part part : parts)
+    host.push_back(to_host(model, optimizer, part));
+  {
+    io::ParallelFile f = io::ParallelFile::create(grid.comm(), partial);
+    std::vector<std::string> names;
+    std::vector<std::uint64_t> sums;
+    for (const layers::ParamInfo& global : whole.params) {
+      const std::vector<Holding> held = holdings(model, global.name, grid);
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        io::TensorShard shard = nothing(global);
+        Span<const float> data;
+        for (const Holding& h : held) {
+          if (!h.writes) continue;
+          const layers::ParamInfo& p =
+              model.chunks()[h.chunk]->table().params[std::size_t(h.index)];
+          shard = param_shard(p, grid.coords().tp);
+          data = Span<const float>(host[k][h.chunk].data() + p.offset, p.size);
+        }
+        names.push_back(prefix(parts[k]) + global.name);
+        f.write_shard(names.back(), shard, data);
+        sums.push_back(io::shard_checksum(shard, data));
+      }
+    }
+    sum_over_grid(sums, grid);
+    // One attribute for all (one collective operation, not one per dataset).
+    std::string table;
+    for (std::size_t i = 0; i < names.size(); ++i)
+      table += names[i] + " " + hex(sums[i]) + "\n";
+    f.write_attribute("/", "checksums", table);
+    CheckpointMeta m = meta;
+    m.optimizer = optimizer != nullptr;
+    write_root_attributes(f, m, config);
+    write_tokenizer(f, tokenizer, grid);
+  }
+  std::uint64_t bytes = 0;
+  parallel::run_agreed(grid.comm(), [&] {
+    if (grid.rank() != 0) return;
+    std::error_code ec;
+    bytes = std::filesystem::file_size(partial, ec);
+    std::filesystem::rename(partial, path, ec);
+    if (ec) {
+      throw Error(fmt::format("cannot rename '{}' to '{}': {}", partial, path, ec.message()));
+    }
+  });
+  std::vector<std::uint64_t> size{bytes};
+  sum_over_grid(size, grid);
+  return size[0];
+}
+
+CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
+                               OptimizerStep* optimizer, const layers::ModelConfig& config,
+                               const parallel::Grid& grid) {
+  io::ParallelFile f = io::ParallelFile::open_read(grid.comm(), path);
+  std::vector<Part> parts{Part::params};
+  if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
+  std::vector<std::vector<std::vector<float>>> host;
+  for (Part part : parts)
+    host.push_back(to_host(model, optimizer, part));
+  CheckpointMeta meta;
+  parallel::run_agreed(grid.comm(),
+                       [&] { meta = read_header(f, path, config, optimizer != nullptr); });
+  const layers::ParamTable whole = layers::make_param_table(config);
+  std::vector<std::string> names;
+  std::vector<std::uint64_t> sums, stored;
+  parallel::run_agreed(grid.comm(), [&] {
+    for (const layers::ParamInfo& global : whole.params) {
+      const std::vector<Holding> held = holdings(model, global.name, grid);
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        names.push_back(prefix(parts[k]) + global.name);
+        std::uint64_t sum = 0;
+        for (const Holding& h : held) {
+          const layers::ParamInfo& p =
+              model.chunks()[h.chunk]->table().params[std::size_t(h.index)];
+          const io::TensorShard shard = param_shard(p, grid.coords().tp);
+          Span<float> out(host[k][h.chunk].data() + p.offset, p.size);
+          f.read_shard(names.back(), shard, out, io::Transfer::independent);
+          if (h.writes) sum = io::shard_checksum(shard, out);
+        }
+        sums.push_back(sum);
+      }
+    }
+  });
+  sum_over_grid(sums, grid);
+  parallel::run_agreed(grid.comm(), [&] {
+    std::map<std::string, std::uint64_t> table;
+    std::istringstream lines(f.text_attribute("/", "checksums"));
+    std::string name, value;
+    while (lines >> name >> value)
+      table[name] = std::strtoull(value.c_str(), nullptr, 16);
+    for (const std::string& n : names) {
+      if (table.count(n) == 0) {
+        throw Error(fmt::format("'{}' has no checksum for dataset '{}': the file is damaged or "
+                                "was not written by gridlm",
+                                path, n));
+      }
+      stored.push_back(table[n]);
+    }
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (sums[i] != stored[i]) {
+        throw Error(fmt::format("'{}': dataset '{}' does not match its checksum ({} stored, {} "
+                                "read): the file is damaged; use an earlier checkpoint",
+                                path, names[i], hex(stored[i]), hex(sums[i])));
+      }
+    }
+  });
+  for (std::size_t k = 0; k < parts.size(); ++k)
+    from_host(host[k], model, optimizer, parts[k]);
+  return meta;
+}
+
+} // namespace gridlm::engine

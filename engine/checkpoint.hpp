@@ -1,0 +1,50 @@
+// Checkpoint and weights files (docs/formats/checkpoint.md): one HDF5 file holding every
+// parameter once, at its global PyTorch shape under its PyTorch name, written collectively —
+// each rank its own shard as boxes of the global tensor (engine::param_shard), data-parallel
+// replicas and tensor ranks of replicated tensors leaving it to one holder — so no rank ever
+// gathers another's shard. A checkpoint adds the AdamW moments under optimizer/m/ and
+// optimizer/v/ and the run's position; a weights file is the same without the moments. Any
+// layout reads any file, each rank its own shard, and every dataset read is checked against
+// the checksum stored with it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/optimizer_step.hpp"
+#include "engine/pipeline_model.hpp"
+#include "parallel/grid.hpp"
+
+namespace gridlm::engine {
+
+// What a file says about the run that wrote it, besides the tensors.
+struct CheckpointMeta {
+  int step = 0;                   // optimizer steps completed
+  std::uint64_t samples_seen = 0; // training samples consumed: the data cursor
+  std::uint64_t tokens_seen = 0;  // training tokens consumed
+  std::string config;             // the run's configuration as TOML ("" when not known)
+  std::string layout;             // the layout that wrote it, in words
+  std::string data_source;        // data.source of the run (its samples' order needs it)
+  std::int64_t data_seed = 0;     // data.seed of the run
+  bool optimizer = false;         // holds the AdamW moments (a checkpoint, not a weights file)
+};
+
+// Collective over the grid: writes `path` through `path.partial`, which rank 0 renames once
+// the file is complete and closed, so a failure never leaves a broken file under the name.
+// With `optimizer` the moments go in; `tokenizer` (rank 0's serialized SentencePiece model,
+// "" for none) too. Returns the bytes of the file (on every rank).
+std::uint64_t write_model_file(const std::string& path, const PipelineModel& model,
+                               const OptimizerStep* optimizer, const CheckpointMeta& meta,
+                               const layers::ModelConfig& config, const parallel::Grid& grid,
+                               const std::string& tokenizer);
+
+// Collective over the grid: fills the model's parameters (each rank its shards) and, when
+// `optimizer` is given, its moments, from `path`. Throws the same CollectiveError on every rank
+// for a file that is missing, not a gridlm model file, of another format version, of another
+// model shape, damaged (a checksum that does not match) or, when moments are wanted, without
+// them (the message points to --init-from).
+CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
+                               OptimizerStep* optimizer, const layers::ModelConfig& config,
+                               const parallel::Grid& grid);
+
+} // namespace gridlm::engine

@@ -1,0 +1,42 @@
+// engine::Checkpointer: when a run saves checkpoints and what happens around a save. Enabled by
+// checkpoint.dir: a save after every checkpoint.every steps, when checkpoint.every_minutes have
+// passed since the last (rank 0's clock, agreed), and always after the last step. A save writes
+// step-NNNNNN.h5 collectively (engine/checkpoint), then rank 0 replaces `latest` (written
+// aside and renamed) and removes all but the newest checkpoint.keep complete checkpoints; a
+// crash at any moment leaves the previous checkpoint and `latest` intact.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "engine/checkpoint.hpp"
+#include "engine/run_config.hpp"
+#include "engine/run_plan.hpp"
+
+namespace gridlm::engine {
+
+class Checkpointer {
+public:
+  Checkpointer(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid);
+  bool enabled() const { return !dir_.empty(); }
+  // Collective: whether to save after step `step` (0-based) is done.
+  bool due(int step);
+
+  struct Saved {
+    std::string path;
+    double seconds = 0.0;
+    std::uint64_t bytes = 0;
+  };
+  // Collective over the grid. `meta.step` is the number of steps done.
+  Saved save(const CheckpointMeta& meta, const PipelineModel& model, const OptimizerStep& optimizer,
+             const std::string& tokenizer);
+
+private:
+  const RunConfig& config_;
+  const parallel::Grid& grid_;
+  std::string dir_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+} // namespace gridlm::engine
