@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "app/cmd_checkpoint.hpp"
 #include "app/cmd_grid.hpp"
 #include "app/cmd_plan.hpp"
 #include "app/cmd_prepare_data.hpp"
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   gridlm::app::add_plan_command(app);
   gridlm::app::add_prepare_data_command(app, command_line(argc, argv));
   gridlm::app::add_sample_command(app);
+  gridlm::app::add_checkpoint_command(app);
 
   try {
     app.parse(argc, argv);

@@ -56,31 +56,30 @@ const char* prefix(Part part) {
   return part == Part::params ? "" : part == Part::m ? "optimizer/m/" : "optimizer/v/";
 }
 
-// Host copies of this rank's parameters or moments, one buffer per chunk.
-std::vector<std::vector<float>> to_host(const PipelineModel& model, const OptimizerStep* opt,
-                                        Part part) {
-  std::vector<std::vector<float>> out;
+// This rank's parameters or moments in host memory, one view per chunk: the buffers themselves
+// when the model computes on the host (no copy), else mirrors filled from the device.
+using HostView = Kokkos::View<float*>::HostMirror;
+Kokkos::View<float*> buffer(const PipelineModel& model, const OptimizerStep* opt, Part part,
+                            std::size_t c) {
+  return part == Part::params ? model.chunks()[c]->params()
+         : part == Part::m    ? opt->adamw(c).moment1()
+                              : opt->adamw(c).moment2();
+}
+
+std::vector<HostView> to_host(const PipelineModel& model, const OptimizerStep* opt, Part part) {
+  std::vector<HostView> out;
   for (std::size_t c = 0; c < model.chunks().size(); ++c) {
-    const Kokkos::View<float*> v = part == Part::params ? model.chunks()[c]->params()
-                                   : part == Part::m    ? opt->adamw(c).moment1()
-                                                        : opt->adamw(c).moment2();
-    auto h = Kokkos::create_mirror_view(v);
-    Kokkos::deep_copy(h, v);
-    out.emplace_back(h.data(), h.data() + h.size());
+    const Kokkos::View<float*> v = buffer(model, opt, part, c);
+    out.push_back(Kokkos::create_mirror_view(v));
+    Kokkos::deep_copy(out.back(), v);
   }
   return out;
 }
 
-void from_host(const std::vector<std::vector<float>>& host, PipelineModel& model,
-               OptimizerStep* opt, Part part) {
-  for (std::size_t c = 0; c < model.chunks().size(); ++c) {
-    const Kokkos::View<float*> v = part == Part::params ? model.chunks()[c]->params()
-                                   : part == Part::m    ? opt->adamw(c).moment1()
-                                                        : opt->adamw(c).moment2();
-    Kokkos::deep_copy(
-        v, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-               host[c].data(), host[c].size()));
-  }
+void from_host(const std::vector<HostView>& host, PipelineModel& model, OptimizerStep* opt,
+               Part part) {
+  for (std::size_t c = 0; c < model.chunks().size(); ++c)
+    Kokkos::deep_copy(buffer(model, opt, part, c), host[c]);
 }
 
 // A shard of nothing, for a rank that holds none of a tensor.
@@ -96,26 +95,6 @@ std::string hex(std::uint64_t v) { return fmt::format("{:016x}", v); }
 void sum_over_grid(std::vector<std::uint64_t>& values, const parallel::Grid& grid) {
   parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
   all.all_reduce(Span<std::uint64_t>(values));
-}
-
-void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
-                           const layers::ModelConfig& m) {
-  f.write_attribute("/", "format", std::string(format_name));
-  f.write_attribute("/", "format_version", std::int64_t(format_version));
-  f.write_attribute("/", "gridlm_version", std::string(build::version));
-  f.write_attribute("/", "optimizer", std::int64_t(meta.optimizer ? 1 : 0));
-  f.write_attribute("/", "step", std::int64_t(meta.step));
-  f.write_attribute("/", "samples_seen", std::int64_t(meta.samples_seen));
-  f.write_attribute("/", "tokens_seen", std::int64_t(meta.tokens_seen));
-  f.write_attribute("/", "config", meta.config);
-  f.write_attribute("/", "layout", meta.layout);
-  f.write_attribute("/", "data_source", meta.data_source);
-  f.write_attribute("/", "data_seed", meta.data_seed);
-  const std::pair<const char*, std::int64_t> model[] = {
-      {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
-      {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
-  for (const auto& [name, value] : model)
-    f.write_attribute("/", name, value);
 }
 
 // Rank 0's tokenizer bytes, as a uint8 dataset every rank takes part in writing.
@@ -181,6 +160,26 @@ CheckpointMeta read_header(const io::ParallelFile& f, const std::string& path,
 
 } // namespace
 
+void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
+                           const layers::ModelConfig& m) {
+  f.write_attribute("/", "format", std::string(format_name));
+  f.write_attribute("/", "format_version", std::int64_t(format_version));
+  f.write_attribute("/", "gridlm_version", std::string(build::version));
+  f.write_attribute("/", "optimizer", std::int64_t(meta.optimizer ? 1 : 0));
+  f.write_attribute("/", "step", std::int64_t(meta.step));
+  f.write_attribute("/", "samples_seen", std::int64_t(meta.samples_seen));
+  f.write_attribute("/", "tokens_seen", std::int64_t(meta.tokens_seen));
+  f.write_attribute("/", "config", meta.config);
+  f.write_attribute("/", "layout", meta.layout);
+  f.write_attribute("/", "data_source", meta.data_source);
+  f.write_attribute("/", "data_seed", meta.data_seed);
+  const std::pair<const char*, std::int64_t> model[] = {
+      {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
+      {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
+  for (const auto& [name, value] : model)
+    f.write_attribute("/", name, value);
+}
+
 std::uint64_t write_model_file(const std::string& path, const PipelineModel& model,
                                const OptimizerStep* optimizer, const CheckpointMeta& meta,
                                const layers::ModelConfig& config, const parallel::Grid& grid,
@@ -189,7 +188,7 @@ std::uint64_t write_model_file(const std::string& path, const PipelineModel& mod
   const layers::ParamTable whole = layers::make_param_table(config);
   std::vector<Part> parts{Part::params};
   if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
-  std::vector<std::vector<std::vector<float>>> host;
+  std::vector<std::vector<HostView>> host;
   for (Part part : parts)
     host.push_back(to_host(model, optimizer, part));
   {
@@ -223,6 +222,7 @@ std::uint64_t write_model_file(const std::string& path, const PipelineModel& mod
     m.optimizer = optimizer != nullptr;
     write_root_attributes(f, m, config);
     write_tokenizer(f, tokenizer, grid);
+    f.flush();
   }
   std::uint64_t bytes = 0;
   parallel::run_agreed(grid.comm(), [&] {
@@ -245,7 +245,7 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
   io::ParallelFile f = io::ParallelFile::open_read(grid.comm(), path);
   std::vector<Part> parts{Part::params};
   if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
-  std::vector<std::vector<std::vector<float>>> host;
+  std::vector<std::vector<HostView>> host;
   for (Part part : parts)
     host.push_back(to_host(model, optimizer, part));
   CheckpointMeta meta;

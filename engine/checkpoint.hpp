@@ -13,6 +13,7 @@
 
 #include "engine/optimizer_step.hpp"
 #include "engine/pipeline_model.hpp"
+#include "io/parallel_h5.hpp"
 #include "parallel/grid.hpp"
 
 namespace gridlm::engine {
@@ -28,6 +29,11 @@ struct CheckpointMeta {
   std::int64_t data_seed = 0;     // data.seed of the run
   bool optimizer = false;         // holds the AdamW moments (a checkpoint, not a weights file)
 };
+
+// Collective over the file's ranks: the root attributes of a model file (format, version, the
+// run's position and record, the model's shape), all but `checksums`.
+void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
+                           const layers::ModelConfig& m);
 
 // Collective over the grid: writes `path` through `path.partial`, which rank 0 renames once
 // the file is complete and closed, so a failure never leaves a broken file under the name.

@@ -147,10 +147,11 @@ double Reporter::step(const StepRecord& r) {
   return rate;
 }
 
-void Reporter::resumed(const std::string& path, const CheckpointMeta& meta) const {
+void Reporter::resumed(const std::string& path, const CheckpointMeta& meta, double seconds) const {
   if (grid_.rank() != 0) return;
-  std::printf("resumed from %s: %d steps done, %llu samples seen (written by %s)\n", path.c_str(),
-              meta.step, static_cast<unsigned long long>(meta.samples_seen), meta.layout.c_str());
+  std::printf("resumed from %s: %d steps done, %llu samples seen (written by %s); read in %.2f s\n",
+              path.c_str(), meta.step, static_cast<unsigned long long>(meta.samples_seen),
+              meta.layout.c_str(), seconds);
   std::fflush(stdout);
 }
 

@@ -46,7 +46,7 @@ public:
   // The step's metrics line and readable lines. Returns the step's tokens/s.
   double step(const StepRecord& r);
   // "resumed from PATH at step N" (rank 0).
-  void resumed(const std::string& path, const CheckpointMeta& meta) const;
+  void resumed(const std::string& path, const CheckpointMeta& meta, double seconds) const;
   // "name: path" once a file is written (rank 0).
   void wrote(const char* what, const std::string& path) const;
 

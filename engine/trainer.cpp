@@ -126,11 +126,13 @@ private:
   // of a file (--init-from) or initialised.
   void start() {
     if (!plan_.resume_path.empty()) {
+      const double begin = parallel::steady_seconds();
       meta_ = read_model_file(plan_.resume_path, model_, &optimizer_, config_.model, grid_);
+      const double seconds = parallel::steady_seconds() - begin;
       check_same_data(meta_);
       first_step_ = meta_.step;
       first_samples_ = meta_.samples_seen;
-      report_.resumed(plan_.resume_path, meta_);
+      report_.resumed(plan_.resume_path, meta_, seconds);
     } else if (!plan_.init_from.empty()) {
       read_model_file(plan_.init_from, model_, nullptr, config_.model, grid_);
       report_.wrote("weights from", plan_.init_from);

@@ -307,18 +307,37 @@ void check_shard(const TensorShard& s, std::size_t local_size, const std::string
 
 } // namespace
 
+namespace {
+
+// splitmix64 of (flat index, value bits): every element and its position count, in any order.
+inline std::uint64_t element_hash(std::uint64_t global, std::uint32_t bits) {
+  std::uint64_t z = (global << 32 ^ global >> 32) ^ (std::uint64_t(bits) * 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+} // namespace
+
 std::uint64_t shard_checksum(const TensorShard& shard, Span<const float> local) {
   std::uint64_t sum = 0;
   const std::size_t dims = shard.global_shape.size();
+  if (dims == 0) {
+    std::uint32_t bits = 0;
+    if (!shard.file.empty()) std::memcpy(&bits, local.data(), sizeof bits);
+    return shard.file.empty() ? 0 : element_hash(0, bits);
+  }
+  // Walk each box in rows of its last dimension, contiguous in both arrays: the start of a row
+  // is computed once, the elements of a row follow by +1.
   std::vector<std::uint64_t> at(dims);
   for (std::size_t b = 0; b < shard.file.size(); ++b) {
     const Box& f = shard.file[b];
     const Box& m = shard.memory[b];
-    const std::uint64_t n = elements(f.count);
-    for (std::uint64_t e = 0; e < n; ++e) {
-      // The e-th element of the box, row-major, in global and in local coordinates.
-      std::uint64_t rest = e, global = 0, local_index = 0;
-      for (std::size_t d = dims; d-- > 0;) {
+    const std::uint64_t row = f.count[dims - 1], rows = row == 0 ? 0 : elements(f.count) / row;
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      std::uint64_t rest = r, global = 0, local_index = 0;
+      at[dims - 1] = 0;
+      for (std::size_t d = dims - 1; d-- > 0;) {
         at[d] = rest % f.count[d];
         rest /= f.count[d];
       }
@@ -326,14 +345,12 @@ std::uint64_t shard_checksum(const TensorShard& shard, Span<const float> local) 
         global = global * shard.global_shape[d] + f.start[d] + at[d];
         local_index = local_index * shard.local_shape[d] + m.start[d] + at[d];
       }
-      std::uint32_t bits = 0;
-      std::memcpy(&bits, &local[local_index], sizeof bits);
-      // splitmix64 of (index, bits): every element and position counts, in any order.
-      std::uint64_t z =
-          (global << 32 ^ global >> 32) ^ (std::uint64_t(bits) * 0x9E3779B97F4A7C15ull);
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      sum += z ^ (z >> 31);
+      const float* x = local.data() + local_index;
+      for (std::uint64_t i = 0; i < row; ++i) {
+        std::uint32_t bits = 0;
+        std::memcpy(&bits, x + i, sizeof bits);
+        sum += element_hash(global + i, bits);
+      }
     }
   }
   return sum;
@@ -384,6 +401,8 @@ void ParallelFile::read_shard(const std::string& name, const TensorShard& shard,
   GRIDLM_H5_CHECK(H5Dread(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
                           dxpl.get(), local.data()));
 }
+
+void ParallelFile::flush() { GRIDLM_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL)); }
 
 bool ParallelFile::has_object(const std::string& name) const {
   return H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) > 0;

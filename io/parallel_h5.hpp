@@ -113,6 +113,10 @@ public:
   std::string text_attribute(const std::string& object, const std::string& name) const;
   bool has_object(const std::string& name) const;
 
+  // Collective: everything written so far reaches the storage (MPI_File_sync underneath), so
+  // that a rename after it publishes a file that survives a crash.
+  void flush();
+
   // Closes the file collectively (also done by the destructor).
   void close() { file_.reset(); }
 

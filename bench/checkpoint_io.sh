@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Checkpoint bandwidth against dd on the same disk, in one run: gridlm writes a checkpoint
+# (weights and both AdamW moments, every rank its pipeline stage's shard, through .partial,
+# flushed to storage, renamed) and reads it back on resume; dd writes the same number of bytes
+# with conv=fsync and reads them back. For the tiny model and a GPT-2 124M-shaped one (12
+# layers, width 768, vocabulary 50257, context 256) at 1, 2 and 4 ranks (pp = ranks; 4 ranks
+# oversubscribe 2 cores). Prints one table row per case with the ratios gridlm / dd.
+# Usage: bench/checkpoint_io.sh [ranks...]   (default: 1 2 4; needs build/bin/gridlm)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ranks=("${@:-1 2 4}")
+read -r -a ranks <<<"${ranks[*]}"
+gridlm=$PWD/build/bin/gridlm
+work=$PWD/build/bench-checkpoint # on the disk the checkout is on
+rm -rf "$work"
+mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+export OPENBLAS_NUM_THREADS=1
+TIMEFORMAT=%R # bash's time: wall seconds
+declare -A models=(
+  [tiny]="--config configs/tiny.toml --set train.micro_batch=1"
+  [124m]="--set model.n_layer=12 --set model.d_model=768 --set model.n_head=12 --set model.vocab_size=50257 --set model.seq_len=256 --set train.micro_batch=1"
+)
+mibs() { python3 -c "print(f'{$1 / $2 / 2**20:.0f}')"; }
+echo "checkpoint_io: commit $(git rev-parse --short HEAD), $(df -h --output=source,fstype "$work" | tail -n1)"
+printf '| model | ranks | size | write s | write MiB/s | dd write MiB/s | ratio | read s | read MiB/s | dd read MiB/s | ratio |\n'
+printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+for model in tiny 124m; do
+  for n in "${ranks[@]}"; do
+    out=$work/$model-$n
+    # shellcheck disable=SC2086
+    args=(${models[$model]} --set parallel.pp=$n --set train.grad_accum=$n --set train.steps=1
+      --set train.log_every=1000 --set checkpoint.dir=ck --set output.dir=$out --set output.weights=)
+    mpiexec -n "$n" "$gridlm" train "${args[@]}" >"$out.train.log"
+    read -r write_s bytes < <(python3 -c "import json; j = [json.loads(l) for l in open('$out/metrics.jsonl')][-1]; print(j['checkpoint_s'], j['checkpoint_bytes'])")
+    mpiexec -n "$n" "$gridlm" train "${args[@]}" --set output.metrics= --resume auto >"$out.resume.log"
+    read_s=$(sed -n 's/.*; read in \([0-9.]*\) s$/\1/p' "$out.resume.log")
+    count=$(((bytes + (1 << 23) - 1) >> 23)) # 8 MiB blocks
+    dd_write=$( { time dd if=/dev/zero of="$out/dd" bs=8M count=$count conv=fsync status=none; } 2>&1 )
+    dd_read=$( { time dd if="$out/dd" of=/dev/null bs=8M status=none; } 2>&1 )
+    dd_bytes=$((count << 23))
+    w=$(mibs "$bytes" "$write_s") r=$(mibs "$bytes" "$read_s")
+    dw=$(mibs "$dd_bytes" "$dd_write") dr=$(mibs "$dd_bytes" "$dd_read")
+    printf '| %s | %d | %s MiB | %.2f | %s | %s | %s | %.2f | %s | %s | %s |\n' "$model" "$n" \
+      "$(python3 -c "print(f'{$bytes / 2**20:.1f}')")" "$write_s" "$w" "$dw" \
+      "$(python3 -c "print(f'{$w / $dw:.2f}')")" "$read_s" "$r" "$dr" \
+      "$(python3 -c "print(f'{$r / $dr:.2f}')")"
+    rm -rf "$out"
+  done
+done

@@ -1,0 +1,137 @@
+// One-process reading and copying of model files.
+#include "engine/checkpoint_tools.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "io/parallel_h5.hpp"
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+io::TensorShard whole(const std::vector<std::uint64_t>& shape) {
+  io::TensorShard s;
+  s.global_shape = s.local_shape = shape;
+  s.file.push_back({std::vector<std::uint64_t>(shape.size(), 0), shape});
+  s.memory = s.file;
+  return s;
+}
+
+std::uint64_t elements(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : shape)
+    n *= d;
+  return n;
+}
+
+// The root attributes every gridlm model file has.
+void read_root(const io::ParallelFile& f, FileSummary& s) {
+  std::string format;
+  try {
+    format = f.text_attribute("/", "format");
+  } catch (const Error&) {
+    format = "none";
+  }
+  if (format != "gridlm-checkpoint") {
+    throw Error(fmt::format("'{}' is not a gridlm checkpoint or weights file (format '{}')", s.path,
+                            format));
+  }
+  if (f.number_attribute("/", "format_version") != 1) {
+    throw Error(fmt::format("'{}' has checkpoint format version {}; this gridlm reads version 1",
+                            s.path, f.number_attribute("/", "format_version")));
+  }
+  s.gridlm_version = f.text_attribute("/", "gridlm_version");
+  CheckpointMeta& m = s.meta;
+  m.optimizer = f.number_attribute("/", "optimizer") != 0.0;
+  m.step = int(f.number_attribute("/", "step"));
+  m.samples_seen = std::uint64_t(f.number_attribute("/", "samples_seen"));
+  m.tokens_seen = std::uint64_t(f.number_attribute("/", "tokens_seen"));
+  m.config = f.text_attribute("/", "config");
+  m.layout = f.text_attribute("/", "layout");
+  m.data_source = f.text_attribute("/", "data_source");
+  m.data_seed = std::int64_t(f.number_attribute("/", "data_seed"));
+  layers::ModelConfig& c = s.model;
+  c.vocab_size = int(f.number_attribute("/", "vocab_size"));
+  c.seq_len = int(f.number_attribute("/", "seq_len"));
+  c.n_layer = int(f.number_attribute("/", "n_layer"));
+  c.n_head = int(f.number_attribute("/", "n_head"));
+  c.d_model = int(f.number_attribute("/", "d_model"));
+  c.tied_embeddings = f.number_attribute("/", "tied_embeddings") != 0.0;
+}
+
+} // namespace
+
+FileSummary summarize_model_file(const std::string& path) {
+  FileSummary s;
+  s.path = path;
+  io::ParallelFile f = io::ParallelFile::open_read(MPI_COMM_SELF, path);
+  read_root(f, s);
+  std::error_code ec;
+  s.bytes = std::filesystem::file_size(path, ec);
+  std::istringstream lines(f.text_attribute("/", "checksums"));
+  std::string name, value;
+  while (lines >> name >> value) {
+    TensorSummary t;
+    t.name = name;
+    t.stored = std::strtoull(value.c_str(), nullptr, 16);
+    t.shape = f.shape(name);
+    std::vector<float> data(elements(t.shape));
+    const io::TensorShard shard = whole(t.shape);
+    f.read_shard(name, shard, Span<float>(data), io::Transfer::independent);
+    t.checksum = io::shard_checksum(shard, Span<const float>(data));
+    double sum = 0.0;
+    for (float x : data)
+      sum += double(x) * double(x);
+    t.norm = std::sqrt(sum);
+    s.tensors.push_back(std::move(t));
+  }
+  return s;
+}
+
+void export_weights(const std::string& path, const std::string& out) {
+  FileSummary s;
+  s.path = path;
+  io::ParallelFile in = io::ParallelFile::open_read(MPI_COMM_SELF, path);
+  read_root(in, s);
+  const std::string partial = out + ".partial";
+  {
+    io::ParallelFile o = io::ParallelFile::create(MPI_COMM_SELF, partial);
+    std::istringstream lines(in.text_attribute("/", "checksums"));
+    std::string name, value, table;
+    while (lines >> name >> value) {
+      if (name.rfind("optimizer/", 0) == 0) continue;
+      const std::vector<std::uint64_t> shape = in.shape(name);
+      std::vector<float> data(elements(shape));
+      const io::TensorShard shard = whole(shape);
+      in.read_shard(name, shard, Span<float>(data), io::Transfer::independent);
+      if (io::shard_checksum(shard, Span<const float>(data)) !=
+          std::strtoull(value.c_str(), nullptr, 16)) {
+        throw Error(fmt::format("'{}': dataset '{}' does not match its checksum: the file is "
+                                "damaged; export an earlier checkpoint",
+                                path, name));
+      }
+      o.write_shard(name, shard, Span<const float>(data));
+      table += name + " " + value + "\n";
+    }
+    CheckpointMeta meta = s.meta;
+    meta.optimizer = false;
+    write_root_attributes(o, meta, s.model);
+    o.write_attribute("/", "checksums", table);
+    if (in.has_object("tokenizer/model")) {
+      std::vector<std::uint8_t> bytes(in.dataset_size("tokenizer/model"));
+      in.read("tokenizer/model", 0, Span<std::uint8_t>(bytes), io::Transfer::independent);
+      o.write<std::uint8_t>("tokenizer/model", bytes.size(), 0, Span<const std::uint8_t>(bytes));
+    }
+    o.flush();
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, out, ec);
+  if (ec) throw Error(fmt::format("cannot rename '{}' to '{}': {}", partial, out, ec.message()));
+}
+
+} // namespace gridlm::engine

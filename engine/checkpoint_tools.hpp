@@ -1,0 +1,40 @@
+// Looking into checkpoint and weights files on one process, without a model: what they hold
+// (`gridlm checkpoint inspect`), whether every tensor still matches its checksum (`verify`),
+// and the weights alone as a weights file (`export`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint.hpp"
+#include "layers/model_config.hpp"
+
+namespace gridlm::engine {
+
+struct TensorSummary {
+  std::string name;                 // its dataset path
+  std::vector<std::uint64_t> shape; // global
+  double norm = 0.0;                // L2 norm, in double
+  std::uint64_t stored = 0;         // the checksum the file holds
+  std::uint64_t checksum = 0;       // the one recomputed from the data
+};
+
+struct FileSummary {
+  std::string path;
+  std::uint64_t bytes = 0;
+  std::string gridlm_version;
+  CheckpointMeta meta;
+  layers::ModelConfig model;
+  std::vector<TensorSummary> tensors; // parameters, then moments, in the file's order
+};
+
+// One process: every tensor read whole. Throws gridlm::Error naming the file when it is not a
+// gridlm-checkpoint file of a version this gridlm reads.
+FileSummary summarize_model_file(const std::string& path);
+
+// One process: the weights of `path` (a checkpoint or a weights file) written to `out` as a
+// weights file (through out.partial, renamed when complete), with their checksums verified.
+void export_weights(const std::string& path, const std::string& out);
+
+} // namespace gridlm::engine
