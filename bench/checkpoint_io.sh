@@ -21,7 +21,7 @@ declare -A models=(
   [tiny]="--config configs/tiny.toml --set train.micro_batch=1"
   [124m]="--set model.n_layer=12 --set model.d_model=768 --set model.n_head=12 --set model.vocab_size=50257 --set model.seq_len=256 --set train.micro_batch=1"
 )
-mibs() { python3 -c "print(f'{$1 / $2 / 2**20:.0f}')"; }
+mibs() { python3 -c "print(f'{$1 / max($2, 1e-4) / 2**20:.0f}')"; }
 echo "checkpoint_io: commit $(git rev-parse --short HEAD), $(df -h --output=source,fstype "$work" | tail -n1)"
 printf '| model | ranks | size | write s | write MiB/s | dd write MiB/s | ratio | read s | read MiB/s | dd read MiB/s | ratio |\n'
 printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
@@ -43,8 +43,8 @@ for model in tiny 124m; do
     dw=$(mibs "$dd_bytes" "$dd_write") dr=$(mibs "$dd_bytes" "$dd_read")
     printf '| %s | %d | %s MiB | %.2f | %s | %s | %s | %.2f | %s | %s | %s |\n' "$model" "$n" \
       "$(python3 -c "print(f'{$bytes / 2**20:.1f}')")" "$write_s" "$w" "$dw" \
-      "$(python3 -c "print(f'{$w / $dw:.2f}')")" "$read_s" "$r" "$dr" \
-      "$(python3 -c "print(f'{$r / $dr:.2f}')")"
+      "$(python3 -c "print(f'{$w / max($dw, 1):.2f}')")" "$read_s" "$r" "$dr" \
+      "$(python3 -c "print(f'{$r / max($dr, 1):.2f}')")"
     rm -rf "$out"
   done
 done

@@ -149,7 +149,7 @@ double Reporter::step(const StepRecord& r) {
 
 void Reporter::resumed(const std::string& path, const CheckpointMeta& meta, double seconds) const {
   if (grid_.rank() != 0) return;
-  std::printf("resumed from %s: %d steps done, %llu samples seen (written by %s); read in %.2f s\n",
+  std::printf("resumed from %s: %d steps done, %llu samples seen (written by %s); read in %.3f s\n",
               path.c_str(), meta.step, static_cast<unsigned long long>(meta.samples_seen),
               meta.layout.c_str(), seconds);
   std::fflush(stdout);
