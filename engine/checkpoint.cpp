@@ -2,9 +2,11 @@
 #include "engine/checkpoint.hpp"
 
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -80,6 +82,49 @@ void from_host(const std::vector<HostView>& host, PipelineModel& model, Optimize
                Part part) {
   for (std::size_t c = 0; c < model.chunks().size(); ++c)
     Kokkos::deep_copy(buffer(model, opt, part, c), host[c]);
+}
+
+// Fault injection for tests: GRIDLM_FAULT_KILL_DURING_SAVE=STEP makes the last rank kill
+// itself (SIGKILL) half way through writing the file of step STEP, as a node lost mid-save.
+class FaultSwitch {
+public:
+  FaultSwitch(int step, const parallel::Grid& grid) {
+    const char* text = std::getenv("GRIDLM_FAULT_KILL_DURING_SAVE");
+    armed_ = text != nullptr && std::atoi(text) == step && grid.rank() == grid.size() - 1;
+  }
+  void at(std::size_t written, std::size_t total) const {
+    if (armed_ && written == total / 2) std::raise(SIGKILL);
+  }
+
+private:
+  bool armed_ = false;
+};
+
+// Rank 0, before anything is written: the file fits on its file system. A disk that fills during
+// the write fails inside MPI-IO, where HDF5's collective flush cannot be trusted to return on
+// every rank; found here, the save is refused cleanly and the previous checkpoint stays.
+void check_space(const std::string& partial, const layers::ParamTable& whole, std::size_t parts,
+                 std::size_t extra, const parallel::Grid& grid) {
+  parallel::run_agreed(grid.comm(), [&] {
+    if (grid.rank() != 0) return;
+    std::uint64_t need = extra + (64u << 10); // and per dataset its metadata, under 2 KiB
+    for (const layers::ParamInfo& p : whole.params) {
+      std::uint64_t n = 1;
+      for (auto d : p.shape)
+        n *= std::uint64_t(d);
+      need += parts * (n * sizeof(float) + 2048);
+    }
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::path(partial).parent_path();
+    const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+    if (!ec && space.available < need) {
+      throw Error(fmt::format("cannot save '{}': it needs {:.1f} MiB and its file system has "
+                              "{:.1f} MiB free; free space there, lower checkpoint.keep or move "
+                              "checkpoint.dir (the previous checkpoint is kept)",
+                              partial.substr(0, partial.size() - 8), double(need) / (1 << 20),
+                              double(space.available) / (1 << 20)));
+    }
+  });
 }
 
 // A shard of nothing, for a rank that holds none of a tensor.
@@ -158,6 +203,32 @@ CheckpointMeta read_header(const io::ParallelFile& f, const std::string& path,
   return meta;
 }
 
+// Every tensor dataset, in the order of the model's table: each rank its boxes, or nothing.
+// Gives each dataset's name and this rank's part of its checksum; `attempt` notes failures.
+using Attempt = std::function<void(const std::function<void()>&)>;
+void write_tensors(io::ParallelFile& f, const PipelineModel& model, const layers::ParamTable& whole,
+                   const std::vector<Part>& parts, const std::vector<std::vector<HostView>>& host,
+                   const parallel::Grid& grid, const Attempt& attempt, const FaultSwitch& kill,
+                   std::vector<std::string>& names, std::vector<std::uint64_t>& sums) {
+  for (const layers::ParamInfo& global : whole.params) {
+    const std::vector<Holding> held = holdings(model, global.name, grid);
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      io::TensorShard shard = nothing(global);
+      Span<const float> data;
+      for (const Holding& h : held) {
+        if (!h.writes) continue;
+        const layers::ParamInfo& p = model.chunks()[h.chunk]->table().params[std::size_t(h.index)];
+        shard = param_shard(p, grid.coords().tp);
+        data = Span<const float>(host[k][h.chunk].data() + p.offset, p.size);
+      }
+      names.push_back(prefix(parts[k]) + global.name);
+      attempt([&] { f.write_shard(names.back(), shard, data); });
+      sums.push_back(io::shard_checksum(shard, data));
+      kill.at(names.size(), whole.params.size() * parts.size());
+    }
+  }
+}
+
 } // namespace
 
 void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
@@ -191,38 +262,51 @@ std::uint64_t write_model_file(const std::string& path, const PipelineModel& mod
   std::vector<std::vector<HostView>> host;
   for (Part part : parts)
     host.push_back(to_host(model, optimizer, part));
+  // A write that fails (a full disk) fails on the ranks whose data it carries: they note it and
+  // go on taking part in the collective steps with the others, and all agree at the end, so no
+  // rank is left waiting and the previous checkpoint stays what `latest` names.
+  std::string failure;
+  auto attempt = [&](const std::function<void()>& body) {
+    try {
+      body();
+    } catch (const Error& e) {
+      if (failure.empty()) failure = e.what();
+    }
+  };
+  const FaultSwitch kill(meta.step, grid);
+  check_space(partial, whole, parts.size(), tokenizer.size(), grid);
   {
     io::ParallelFile f = io::ParallelFile::create(grid.comm(), partial);
     std::vector<std::string> names;
     std::vector<std::uint64_t> sums;
-    for (const layers::ParamInfo& global : whole.params) {
-      const std::vector<Holding> held = holdings(model, global.name, grid);
-      for (std::size_t k = 0; k < parts.size(); ++k) {
-        io::TensorShard shard = nothing(global);
-        Span<const float> data;
-        for (const Holding& h : held) {
-          if (!h.writes) continue;
-          const layers::ParamInfo& p =
-              model.chunks()[h.chunk]->table().params[std::size_t(h.index)];
-          shard = param_shard(p, grid.coords().tp);
-          data = Span<const float>(host[k][h.chunk].data() + p.offset, p.size);
-        }
-        names.push_back(prefix(parts[k]) + global.name);
-        f.write_shard(names.back(), shard, data);
-        sums.push_back(io::shard_checksum(shard, data));
-      }
-    }
+    write_tensors(f, model, whole, parts, host, grid, attempt, kill, names, sums);
     sum_over_grid(sums, grid);
     // One attribute for all (one collective operation, not one per dataset).
     std::string table;
     for (std::size_t i = 0; i < names.size(); ++i)
       table += names[i] + " " + hex(sums[i]) + "\n";
-    f.write_attribute("/", "checksums", table);
-    CheckpointMeta m = meta;
-    m.optimizer = optimizer != nullptr;
-    write_root_attributes(f, m, config);
-    write_tokenizer(f, tokenizer, grid);
-    f.flush();
+    attempt([&] {
+      f.write_attribute("/", "checksums", table);
+      CheckpointMeta m = meta;
+      m.optimizer = optimizer != nullptr;
+      write_root_attributes(f, m, config);
+      write_tokenizer(f, tokenizer, grid);
+      f.flush();
+    });
+  }
+  std::vector<int> failed{failure.empty() ? 0 : 1};
+  {
+    parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
+    all.all_reduce(Span<int>(failed), parallel::ReduceOp::max);
+  }
+  if (failed[0] != 0) {
+    std::error_code ec;
+    if (grid.rank() == 0) std::filesystem::remove(partial, ec);
+    parallel::agree_on_errors(grid.comm(), failure.empty()
+                                               ? std::string()
+                                               : fmt::format("cannot save '{}': {}; the previous "
+                                                             "checkpoint is kept",
+                                                             path, failure));
   }
   std::uint64_t bytes = 0;
   parallel::run_agreed(grid.comm(), [&] {

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Faults during a save, as a job meets them (2 ranks, data parallel, a checkpoint every 2
+# steps of 6):
+#   kill  the last rank is killed (SIGKILL, the test-only GRIDLM_FAULT_KILL_DURING_SAVE=4) half
+#         way through writing step 4: the job ends, `latest` still names step 2, the broken
+#         file is only a .partial, and --resume auto goes on from step 2 to the end;
+#   full  the checkpoint directory is a 640 KiB file system (tmpfs; needs root): step 2 fits,
+#         step 4 does not: the job ends with one message saying so before writing it, and
+#         step 2 stays intact (gridlm checkpoint verify).
+# Usage: checkpoint_faults.sh kill|full GRIDLM MPIEXEC CONFIG WORKDIR
+set -u
+mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5
+rm -rf "$work"
+mkdir -p "$work"
+run() { timeout 60 "$mpiexec" -n 2 "$gridlm" train --config "$config" --set train.steps=6 \
+  --set checkpoint.every=2 --set output.dir="$work/out" "$@"; }
+case $mode in
+  kill)
+    GRIDLM_FAULT_KILL_DURING_SAVE=4 run --set checkpoint.dir=ck >"$work/killed.log" 2>&1
+    echo "killed run: exit status $?"
+    echo "files: $(ls "$work/out/ck" | tr '\n' ' ')"
+    echo "latest: $(cat "$work/out/ck/latest")"
+    run --set checkpoint.dir=ck --resume auto
+    ;;
+  full)
+    mkdir -p "$work/disk"
+    mount -t tmpfs -o size=640k tmpfs "$work/disk" || { echo "cannot mount a tmpfs (needs root)"; exit 1; }
+    trap 'umount "$work/disk"' EXIT
+    run --set checkpoint.dir="$work/disk/ck" 2>&1
+    echo "full run: exit status $?"
+    echo "files: $(ls "$work/disk/ck" | tr '\n' ' ')"
+    "$gridlm" checkpoint verify "$work/disk/ck/step-000002.h5"
+    ;;
+esac
