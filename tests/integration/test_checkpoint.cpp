@@ -115,6 +115,7 @@ TEST(Checkpoint, ResumeIsBitwiseExactOnADatasetFile) {
   if (n == 1) check_exact_resume({}, MPI_COMM_WORLD, 4, data);
   if (n == 2) {
     check_exact_resume(layout(2, 1, 1), MPI_COMM_WORLD, 2, data);
+    check_exact_resume(layout(1, 1, 2), MPI_COMM_WORLD, 4, data);
     check_exact_resume(layout(1, 2, 1), MPI_COMM_WORLD, 4, data, "zb-h1");
   }
   test::remove_on_rank0(data);
