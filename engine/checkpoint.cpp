@@ -251,10 +251,10 @@ void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
     f.write_attribute("/", name, value);
 }
 
-std::uint64_t write_model_file(const std::string& path, const PipelineModel& model,
-                               const OptimizerStep* optimizer, const CheckpointMeta& meta,
-                               const layers::ModelConfig& config, const parallel::Grid& grid,
-                               const std::string& tokenizer) {
+WriteStats write_model_file(const std::string& path, const PipelineModel& model,
+                            const OptimizerStep* optimizer, const CheckpointMeta& meta,
+                            const layers::ModelConfig& config, const parallel::Grid& grid,
+                            const std::string& tokenizer) {
   const std::string partial = path + ".partial";
   const layers::ParamTable whole = layers::make_param_table(config);
   std::vector<Part> parts{Part::params};
@@ -318,9 +318,21 @@ std::uint64_t write_model_file(const std::string& path, const PipelineModel& mod
       throw Error(fmt::format("cannot rename '{}' to '{}': {}", partial, path, ec.message()));
     }
   });
+  // Host staging: the mirrors that are copies, not the model's own buffers.
+  std::uint64_t staging = 0;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    for (std::size_t c = 0; c < host[k].size(); ++c) {
+      if (host[k][c].data() != buffer(model, optimizer, parts[k], c).data()) {
+        staging += host[k][c].size() * sizeof(float);
+      }
+    }
+  }
   std::vector<std::uint64_t> size{bytes};
   sum_over_grid(size, grid);
-  return size[0];
+  std::vector<std::uint64_t> most{staging};
+  parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
+  all.all_reduce(Span<std::uint64_t>(most), parallel::ReduceOp::max);
+  return WriteStats{size[0], most[0]};
 }
 
 CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,

@@ -35,14 +35,22 @@ struct CheckpointMeta {
 void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
                            const layers::ModelConfig& m);
 
+// What a write cost.
+struct WriteStats {
+  std::uint64_t bytes = 0;   // the file's size
+  std::uint64_t staging = 0; // the most bytes one rank copied to host memory to write (0 when
+                             // the model computes on the host: its buffers are written as they are)
+};
+
 // Collective over the grid: writes `path` through `path.partial`, which rank 0 renames once
 // the file is complete and closed, so a failure never leaves a broken file under the name.
 // With `optimizer` the moments go in; `tokenizer` (rank 0's serialized SentencePiece model,
-// "" for none) too. Returns the bytes of the file (on every rank).
-std::uint64_t write_model_file(const std::string& path, const PipelineModel& model,
-                               const OptimizerStep* optimizer, const CheckpointMeta& meta,
-                               const layers::ModelConfig& config, const parallel::Grid& grid,
-                               const std::string& tokenizer);
+// "" for none) too. Returns the bytes of the file and the largest host staging any rank
+// needed (on every rank).
+WriteStats write_model_file(const std::string& path, const PipelineModel& model,
+                            const OptimizerStep* optimizer, const CheckpointMeta& meta,
+                            const layers::ModelConfig& config, const parallel::Grid& grid,
+                            const std::string& tokenizer);
 
 // Collective over the grid: fills the model's parameters (each rank its shards) and, when
 // `optimizer` is given, its moments, from `path`. Throws the same CollectiveError on every rank

@@ -69,8 +69,10 @@ Checkpointer::Saved Checkpointer::save(const CheckpointMeta& meta, const Pipelin
   const auto start = std::chrono::steady_clock::now();
   Saved saved;
   saved.path = checkpoint_file(dir_, meta.step);
-  saved.bytes =
+  const WriteStats stats =
       write_model_file(saved.path, model, &optimizer, meta, config_.model, grid_, tokenizer);
+  saved.bytes = stats.bytes;
+  saved.staging = stats.staging;
   parallel::run_agreed(grid_.comm(), [&] {
     if (grid_.rank() != 0) return;
     publish(dir_, saved.path);

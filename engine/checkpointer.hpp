@@ -27,6 +27,7 @@ public:
     std::string path;
     double seconds = 0.0;
     std::uint64_t bytes = 0;
+    std::uint64_t staging = 0; // the most host memory one rank copied its shard into
   };
   // Collective over the grid. `meta.step` is the number of steps done.
   Saved save(const CheckpointMeta& meta, const PipelineModel& model, const OptimizerStep& optimizer,

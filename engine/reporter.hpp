@@ -31,9 +31,10 @@ struct StepRecord {
   double val_loss = 0.0;     // NaN when no validation ran after this step
   double tokens_per_s = 0.0; // the step's throughput, as reported
   parallel::PipelineTiming pipeline;
-  std::string checkpoint_path;        // a checkpoint saved after this step ("" for none)
-  double checkpoint_seconds = 0.0;    // and the time it took
-  std::uint64_t checkpoint_bytes = 0; // and its size
+  std::string checkpoint_path;          // a checkpoint saved after this step ("" for none)
+  double checkpoint_seconds = 0.0;      // and the time it took
+  std::uint64_t checkpoint_bytes = 0;   // and its size
+  std::uint64_t checkpoint_staging = 0; // and the most host memory a rank staged it in
 };
 
 class Reporter {

@@ -170,6 +170,7 @@ private:
     r.checkpoint_path = saved.path;
     r.checkpoint_seconds = saved.seconds;
     r.checkpoint_bytes = saved.bytes;
+    r.checkpoint_staging = saved.staging;
   }
 
   const RunConfig& config_;
