@@ -97,6 +97,9 @@ bool is_hdf5_file(const std::string& path) {
 ParallelFile ParallelFile::create(MPI_Comm comm, const std::string& path) {
   detail::quiet_hdf5_errors();
   H5Handle fapl = mpio_access(comm);
+  // Large datasets start on MiB boundaries, as parallel file systems stripe them: each rank's
+  // writes then begin on a stripe of their own.
+  GRIDLM_H5_CHECK(H5Pset_alignment(fapl.get(), 1u << 20, 1u << 20));
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   parallel::agree_on_errors(
       comm, id >= 0 ? ""
