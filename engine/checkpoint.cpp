@@ -153,53 +153,31 @@ void write_tokenizer(io::ParallelFile& f, const std::string& tokenizer,
                         Span<const std::uint8_t>(bytes, grid.rank() == 0 ? tokenizer.size() : 0));
 }
 
-// The root attributes: a gridlm model file of this format version, for this model shape, with
-// moments when they are wanted. The file is the same for every rank: what one finds wrong, all
-// find at the same point.
+// The root attributes, checked against this run: this model shape, and moments when they are
+// wanted. The file is the same for every rank: what one finds wrong, all find at the same point.
 CheckpointMeta read_header(const io::ParallelFile& f, const std::string& path,
                            const layers::ModelConfig& config, bool want_optimizer) {
-  CheckpointMeta meta;
-  std::string format;
-  try {
-    format = f.text_attribute("/", "format");
-  } catch (const Error& e) {
-    format = std::string("none: ") + e.what();
-  }
-  if (format != format_name) {
-    throw Error(
-        fmt::format("'{}' is not a gridlm checkpoint or weights file (format '{}')", path, format));
-  }
-  const double version = f.number_attribute("/", "format_version");
-  if (version != format_version) {
-    throw Error(fmt::format("'{}' has checkpoint format version {}; this gridlm reads version "
-                            "{}: use the gridlm that wrote it",
-                            path, version, format_version));
-  }
-  const std::pair<const char*, int> model_keys[] = {
-      {"vocab_size", config.vocab_size}, {"seq_len", config.seq_len},
-      {"n_layer", config.n_layer},       {"n_head", config.n_head},
-      {"d_model", config.d_model},       {"tied_embeddings", config.tied_embeddings}};
-  for (const auto& [key, want] : model_keys) {
-    const double have = f.number_attribute("/", key);
-    if (have != want) {
+  layers::ModelConfig stored;
+  const CheckpointMeta meta = read_root_attributes(f, path, stored);
+  const std::pair<const char*, std::pair<int, int>> keys[] = {
+      {"vocab_size", {stored.vocab_size, config.vocab_size}},
+      {"seq_len", {stored.seq_len, config.seq_len}},
+      {"n_layer", {stored.n_layer, config.n_layer}},
+      {"n_head", {stored.n_head, config.n_head}},
+      {"d_model", {stored.d_model, config.d_model}},
+      {"tied_embeddings", {stored.tied_embeddings, config.tied_embeddings}}};
+  for (const auto& [key, values] : keys) {
+    if (values.first != values.second) {
       throw Error(fmt::format("'{}' holds a model with {} = {}, but this run has model.{} = {}: "
                               "a checkpoint loads only into the model shape that wrote it",
-                              path, key, have, key, want));
+                              path, key, values.first, key, values.second));
     }
   }
-  meta.optimizer = f.number_attribute("/", "optimizer") != 0.0;
   if (want_optimizer && !meta.optimizer) {
     throw Error(fmt::format("'{}' holds weights without optimizer state, so a run cannot "
                             "resume from it; start from its weights with --init-from {}",
                             path, path));
   }
-  meta.step = int(f.number_attribute("/", "step"));
-  meta.samples_seen = std::uint64_t(f.number_attribute("/", "samples_seen"));
-  meta.tokens_seen = std::uint64_t(f.number_attribute("/", "tokens_seen"));
-  meta.config = f.text_attribute("/", "config");
-  meta.layout = f.text_attribute("/", "layout");
-  meta.data_source = f.text_attribute("/", "data_source");
-  meta.data_seed = std::int64_t(f.number_attribute("/", "data_seed"));
   return meta;
 }
 
@@ -249,6 +227,45 @@ void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
       {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
   for (const auto& [name, value] : model)
     f.write_attribute("/", name, value);
+}
+
+CheckpointMeta read_root_attributes(const io::ParallelFile& f, const std::string& path,
+                                    layers::ModelConfig& model) {
+  std::string format;
+  try {
+    format = f.text_attribute("/", "format");
+  } catch (const Error& e) {
+    format = std::string("none: ") + e.what();
+  }
+  if (format != format_name) {
+    throw Error(
+        fmt::format("'{}' is not a gridlm checkpoint or weights file (format '{}')", path, format));
+  }
+  const double version = f.number_attribute("/", "format_version");
+  if (version != format_version) {
+    throw Error(fmt::format("'{}' has checkpoint format version {}; this gridlm reads version "
+                            "{}: use the gridlm that wrote it",
+                            path, version, format_version));
+  }
+  CheckpointMeta meta;
+  meta.gridlm_version = f.text_attribute("/", "gridlm_version");
+  meta.optimizer = f.number_attribute("/", "optimizer") != 0.0;
+  meta.step = int(f.number_attribute("/", "step"));
+  meta.samples_seen = std::uint64_t(f.number_attribute("/", "samples_seen"));
+  meta.tokens_seen = std::uint64_t(f.number_attribute("/", "tokens_seen"));
+  meta.config = f.text_attribute("/", "config");
+  meta.layout = f.text_attribute("/", "layout");
+  meta.data_source = f.text_attribute("/", "data_source");
+  meta.data_seed = std::int64_t(f.number_attribute("/", "data_seed"));
+  const std::pair<const char*, int*> keys[] = {{"vocab_size", &model.vocab_size},
+                                               {"seq_len", &model.seq_len},
+                                               {"n_layer", &model.n_layer},
+                                               {"n_head", &model.n_head},
+                                               {"d_model", &model.d_model}};
+  for (const auto& [key, value] : keys)
+    *value = int(f.number_attribute("/", key));
+  model.tied_embeddings = f.number_attribute("/", "tied_embeddings") != 0.0;
+  return meta;
 }
 
 WriteStats write_model_file(const std::string& path, const PipelineModel& model,

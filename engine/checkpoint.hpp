@@ -28,12 +28,18 @@ struct CheckpointMeta {
   std::string data_source;        // data.source of the run (its samples' order needs it)
   std::int64_t data_seed = 0;     // data.seed of the run
   bool optimizer = false;         // holds the AdamW moments (a checkpoint, not a weights file)
+  std::string gridlm_version;     // the gridlm that wrote it
 };
 
 // Collective over the file's ranks: the root attributes of a model file (format, version, the
 // run's position and record, the model's shape), all but `checksums`.
 void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
                            const layers::ModelConfig& m);
+
+// The root attributes of a model file: what the run was, and the model's shape. Throws
+// gridlm::Error naming the file when it is not a gridlm-checkpoint file of this version.
+CheckpointMeta read_root_attributes(const io::ParallelFile& f, const std::string& path,
+                                    layers::ModelConfig& model);
 
 // What a write cost.
 struct WriteStats {

@@ -31,37 +31,8 @@ std::uint64_t elements(const std::vector<std::uint64_t>& shape) {
 
 // The root attributes every gridlm model file has.
 void read_root(const io::ParallelFile& f, FileSummary& s) {
-  std::string format;
-  try {
-    format = f.text_attribute("/", "format");
-  } catch (const Error&) {
-    format = "none";
-  }
-  if (format != "gridlm-checkpoint") {
-    throw Error(fmt::format("'{}' is not a gridlm checkpoint or weights file (format '{}')", s.path,
-                            format));
-  }
-  if (f.number_attribute("/", "format_version") != 1) {
-    throw Error(fmt::format("'{}' has checkpoint format version {}; this gridlm reads version 1",
-                            s.path, f.number_attribute("/", "format_version")));
-  }
-  s.gridlm_version = f.text_attribute("/", "gridlm_version");
-  CheckpointMeta& m = s.meta;
-  m.optimizer = f.number_attribute("/", "optimizer") != 0.0;
-  m.step = int(f.number_attribute("/", "step"));
-  m.samples_seen = std::uint64_t(f.number_attribute("/", "samples_seen"));
-  m.tokens_seen = std::uint64_t(f.number_attribute("/", "tokens_seen"));
-  m.config = f.text_attribute("/", "config");
-  m.layout = f.text_attribute("/", "layout");
-  m.data_source = f.text_attribute("/", "data_source");
-  m.data_seed = std::int64_t(f.number_attribute("/", "data_seed"));
-  layers::ModelConfig& c = s.model;
-  c.vocab_size = int(f.number_attribute("/", "vocab_size"));
-  c.seq_len = int(f.number_attribute("/", "seq_len"));
-  c.n_layer = int(f.number_attribute("/", "n_layer"));
-  c.n_head = int(f.number_attribute("/", "n_head"));
-  c.d_model = int(f.number_attribute("/", "d_model"));
-  c.tied_embeddings = f.number_attribute("/", "tied_embeddings") != 0.0;
+  s.meta = read_root_attributes(f, s.path, s.model);
+  s.gridlm_version = s.meta.gridlm_version;
 }
 
 } // namespace
