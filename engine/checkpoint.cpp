@@ -229,6 +229,22 @@ void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
     f.write_attribute("/", name, value);
 }
 
+ChecksumTable read_checksums(const io::ParallelFile& f) {
+  ChecksumTable table;
+  std::istringstream lines(f.text_attribute("/", "checksums"));
+  std::string name, value;
+  while (lines >> name >> value)
+    table.emplace_back(name, std::strtoull(value.c_str(), nullptr, 16));
+  return table;
+}
+
+std::string checksum_text(const ChecksumTable& table) {
+  std::string text;
+  for (const auto& [name, sum] : table)
+    text += name + " " + hex(sum) + "\n";
+  return text;
+}
+
 CheckpointMeta read_root_attributes(const io::ParallelFile& f, const std::string& path,
                                     layers::ModelConfig& model) {
   std::string format;
@@ -299,11 +315,11 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
     write_tensors(f, model, whole, parts, host, grid, attempt, kill, names, sums);
     sum_over_grid(sums, grid);
     // One attribute for all (one collective operation, not one per dataset).
-    std::string table;
+    ChecksumTable table;
     for (std::size_t i = 0; i < names.size(); ++i)
-      table += names[i] + " " + hex(sums[i]) + "\n";
+      table.emplace_back(names[i], sums[i]);
     attempt([&] {
-      f.write_attribute("/", "checksums", table);
+      f.write_attribute("/", "checksums", checksum_text(table));
       CheckpointMeta m = meta;
       m.optimizer = optimizer != nullptr;
       write_root_attributes(f, m, config);
@@ -311,19 +327,16 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
       f.flush();
     });
   }
-  std::vector<int> failed{failure.empty() ? 0 : 1};
-  {
-    parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
-    all.all_reduce(Span<int>(failed), parallel::ReduceOp::max);
-  }
-  if (failed[0] != 0) {
-    std::error_code ec;
-    if (grid.rank() == 0) std::filesystem::remove(partial, ec);
+  try {
     parallel::agree_on_errors(grid.comm(), failure.empty()
                                                ? std::string()
                                                : fmt::format("cannot save '{}': {}; the previous "
                                                              "checkpoint is kept",
                                                              path, failure));
+  } catch (const CollectiveError&) {
+    std::error_code ec;
+    if (grid.rank() == 0) std::filesystem::remove(partial, ec);
+    throw;
   }
   std::uint64_t bytes = 0;
   parallel::run_agreed(grid.comm(), [&] {
@@ -344,12 +357,11 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
       }
     }
   }
-  std::vector<std::uint64_t> size{bytes};
-  sum_over_grid(size, grid);
-  std::vector<std::uint64_t> most{staging};
+  // The size is rank 0's alone (the others report 0): one maximum gives both on every rank.
+  std::vector<std::uint64_t> stats{bytes, staging};
   parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
-  all.all_reduce(Span<std::uint64_t>(most), parallel::ReduceOp::max);
-  return WriteStats{size[0], most[0]};
+  all.all_reduce(Span<std::uint64_t>(stats), parallel::ReduceOp::max);
+  return WriteStats{stats[0], stats[1]};
 }
 
 CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
@@ -388,10 +400,8 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
   sum_over_grid(sums, grid);
   parallel::run_agreed(grid.comm(), [&] {
     std::map<std::string, std::uint64_t> table;
-    std::istringstream lines(f.text_attribute("/", "checksums"));
-    std::string name, value;
-    while (lines >> name >> value)
-      table[name] = std::strtoull(value.c_str(), nullptr, 16);
+    for (const auto& [name, sum] : read_checksums(f))
+      table[name] = sum;
     for (const std::string& n : names) {
       if (table.count(n) == 0) {
         throw Error(fmt::format("'{}' has no checksum for dataset '{}': the file is damaged or "

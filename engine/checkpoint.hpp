@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/optimizer_step.hpp"
 #include "engine/pipeline_model.hpp"
@@ -40,6 +42,11 @@ void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
 // gridlm::Error naming the file when it is not a gridlm-checkpoint file of this version.
 CheckpointMeta read_root_attributes(const io::ParallelFile& f, const std::string& path,
                                     layers::ModelConfig& model);
+
+// The `checksums` root attribute: each tensor dataset's path and checksum, in the file's order.
+using ChecksumTable = std::vector<std::pair<std::string, std::uint64_t>>;
+ChecksumTable read_checksums(const io::ParallelFile& f);
+std::string checksum_text(const ChecksumTable& table);
 
 // What a write cost.
 struct WriteStats {

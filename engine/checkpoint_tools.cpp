@@ -2,9 +2,7 @@
 #include "engine/checkpoint_tools.hpp"
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -35,6 +33,16 @@ void read_root(const io::ParallelFile& f, FileSummary& s) {
   s.gridlm_version = s.meta.gridlm_version;
 }
 
+// Tensor dataset `name` read whole into `data`; returns its checksum.
+std::uint64_t read_whole(const io::ParallelFile& f, const std::string& name,
+                         std::vector<std::uint64_t>& shape, std::vector<float>& data) {
+  shape = f.shape(name);
+  data.assign(elements(shape), 0.0f);
+  const io::TensorShard shard = whole(shape);
+  f.read_shard(name, shard, Span<float>(data), io::Transfer::independent);
+  return io::shard_checksum(shard, Span<const float>(data));
+}
+
 } // namespace
 
 FileSummary summarize_model_file(const std::string& path) {
@@ -44,17 +52,12 @@ FileSummary summarize_model_file(const std::string& path) {
   read_root(f, s);
   std::error_code ec;
   s.bytes = std::filesystem::file_size(path, ec);
-  std::istringstream lines(f.text_attribute("/", "checksums"));
-  std::string name, value;
-  while (lines >> name >> value) {
+  std::vector<float> data;
+  for (const auto& [name, stored] : read_checksums(f)) {
     TensorSummary t;
     t.name = name;
-    t.stored = std::strtoull(value.c_str(), nullptr, 16);
-    t.shape = f.shape(name);
-    std::vector<float> data(elements(t.shape));
-    const io::TensorShard shard = whole(t.shape);
-    f.read_shard(name, shard, Span<float>(data), io::Transfer::independent);
-    t.checksum = io::shard_checksum(shard, Span<const float>(data));
+    t.stored = stored;
+    t.checksum = read_whole(f, name, t.shape, data);
     double sum = 0.0;
     for (float x : data)
       sum += double(x) * double(x);
@@ -72,27 +75,23 @@ void export_weights(const std::string& path, const std::string& out) {
   const std::string partial = out + ".partial";
   {
     io::ParallelFile o = io::ParallelFile::create(MPI_COMM_SELF, partial);
-    std::istringstream lines(in.text_attribute("/", "checksums"));
-    std::string name, value, table;
-    while (lines >> name >> value) {
+    ChecksumTable table;
+    std::vector<std::uint64_t> shape;
+    std::vector<float> data;
+    for (const auto& [name, stored] : read_checksums(in)) {
       if (name.rfind("optimizer/", 0) == 0) continue;
-      const std::vector<std::uint64_t> shape = in.shape(name);
-      std::vector<float> data(elements(shape));
-      const io::TensorShard shard = whole(shape);
-      in.read_shard(name, shard, Span<float>(data), io::Transfer::independent);
-      if (io::shard_checksum(shard, Span<const float>(data)) !=
-          std::strtoull(value.c_str(), nullptr, 16)) {
+      if (read_whole(in, name, shape, data) != stored) {
         throw Error(fmt::format("'{}': dataset '{}' does not match its checksum: the file is "
                                 "damaged; export an earlier checkpoint",
                                 path, name));
       }
-      o.write_shard(name, shard, Span<const float>(data));
-      table += name + " " + value + "\n";
+      o.write_shard(name, whole(shape), Span<const float>(data));
+      table.emplace_back(name, stored);
     }
     CheckpointMeta meta = s.meta;
     meta.optimizer = false;
     write_root_attributes(o, meta, s.model);
-    o.write_attribute("/", "checksums", table);
+    o.write_attribute("/", "checksums", checksum_text(table));
     if (in.has_object("tokenizer/model")) {
       std::vector<std::uint8_t> bytes(in.dataset_size("tokenizer/model"));
       in.read("tokenizer/model", 0, Span<std::uint8_t>(bytes), io::Transfer::independent);
