@@ -80,6 +80,10 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "blocks per virtual stage: uniform, balanced (by a FLOP estimate counting embedding and "
        "head) or counts such as \"3,4,4,3\"",
        &c.parallel.stage_layout},
+      {"parallel", "grad_bucket_mb",
+       "data-parallel gradient reduction in buckets of this many MiB, each started as soon as "
+       "the backward has produced it (0: one blocking all-reduce after the backward)",
+       &c.parallel.grad_bucket_mb},
       {"output", "dir", "directory for metrics and weights (created if missing)", &c.output.dir},
       {"output", "metrics", "JSON-lines metrics file inside dir (empty: none)", &c.output.metrics},
       {"output", "weights", "final weights, HDF5 with PyTorch names, inside dir (empty: none)",
@@ -325,6 +329,8 @@ void validate(const RunConfig& c) {
        fmt::format("parallel.backend = \"{}\": the backends are auto, mpi and nccl",
                    c.parallel.backend));
   need(c.parallel.chunks >= 1, "parallel.chunks must be positive");
+  need(c.parallel.grad_bucket_mb >= 0,
+       "parallel.grad_bucket_mb must not be negative (0: one all-reduce after the backward)");
   need(c.output.trace_steps >= 1, "output.trace_steps must be positive");
   const auto& k = c.checkpoint;
   need(k.every >= 0, "checkpoint.every must not be negative (0: by time and at the end only)");

@@ -4,12 +4,23 @@
 # flushed to storage, renamed) and reads it back on resume; dd writes the same number of bytes
 # with conv=fsync and reads them back. For the tiny model and a GPT-2 124M-shaped one (12
 # layers, width 768, vocabulary 50257, context 256) at 1, 2 and 4 ranks (pp = ranks; 4 ranks
-# oversubscribe 2 cores). Prints one table row per case with the ratios gridlm / dd.
+# oversubscribe 2 cores). Prints one table row per case: medians of ROUNDS rounds and the
+# ratios gridlm / dd.
+#
+# Every measured operation, gridlm's and dd's alike, starts from the same state: dirty pages
+# synced, the page cache dropped (when run as root) and SETTLE seconds of quiet. On a virtual
+# machine that hands free memory back to its host (virtio balloon page reporting, as here) a
+# page the guest has not touched for a few seconds costs a hypervisor fault on first use; a
+# write that runs right after another process freed memory gets warm pages and runs 3-10x
+# faster. Without the pause the order of the runs, not the code, decides the ratio.
 # Usage: bench/checkpoint_io.sh [ranks...]   (default: 1 2 4; needs build/bin/gridlm)
+#        ROUNDS=3 SETTLE=10 MODELS="tiny 124m" by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=("${@:-1 2 4}")
 read -r -a ranks <<<"${ranks[*]}"
+rounds=${ROUNDS:-3}
+settle_s=${SETTLE:-10}
 gridlm=$PWD/build/bin/gridlm
 work=$PWD/build/bench-checkpoint # on the disk the checkout is on
 rm -rf "$work"
@@ -21,30 +32,49 @@ declare -A models=(
   [tiny]="--config configs/tiny.toml --set train.micro_batch=1"
   [124m]="--set model.n_layer=12 --set model.d_model=768 --set model.n_head=12 --set model.vocab_size=50257 --set model.seq_len=256 --set train.micro_batch=1"
 )
-mibs() { python3 -c "print(f'{$1 / max($2, 1e-4) / 2**20:.0f}')"; }
-echo "checkpoint_io: commit $(git rev-parse --short HEAD), $(df -h --output=source,fstype "$work" | tail -n1)"
+drops=no
+if [[ -w /proc/sys/vm/drop_caches ]]; then drops=yes; fi
+settle() {
+  sync
+  if [[ $drops == yes ]]; then echo 3 >/proc/sys/vm/drop_caches; fi
+  sleep "$settle_s"
+}
+py() { python3 -c "import statistics as s; print($1)"; }
+mibs() { py "f'{$1 / max($2, 1e-4) / 2**20:.0f}'"; }
+median() { py "s.median([$(tr ' ' ',' <<<"$*")])"; }
+echo "checkpoint_io: commit $(git rev-parse --short HEAD), $(df -h --output=source,fstype "$work" | tail -n1)," \
+  "page cache dropped before each operation: $drops, settle ${settle_s} s, median of $rounds rounds"
 printf '| model | ranks | size | write s | write MiB/s | dd write MiB/s | ratio | read s | read MiB/s | dd read MiB/s | ratio |\n'
 printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
-for model in tiny 124m; do
+for model in ${MODELS:-tiny 124m}; do
   for n in "${ranks[@]}"; do
     out=$work/$model-$n
     # shellcheck disable=SC2086
     args=(${models[$model]} --set parallel.pp=$n --set train.grad_accum=$n --set train.steps=1
       --set train.log_every=1000 --set checkpoint.dir=ck --set output.dir=$out --set output.weights=)
-    mpiexec -n "$n" "$gridlm" train "${args[@]}" >"$out.train.log"
-    read -r write_s bytes < <(python3 -c "import json; j = [json.loads(l) for l in open('$out/metrics.jsonl')][-1]; print(j['checkpoint_s'], j['checkpoint_bytes'])")
-    mpiexec -n "$n" "$gridlm" train "${args[@]}" --set output.metrics= --resume auto >"$out.resume.log"
-    read_s=$(sed -n 's/.*; read in \([0-9.]*\) s$/\1/p' "$out.resume.log")
-    count=$(((bytes + (1 << 23) - 1) >> 23)) # 8 MiB blocks
-    dd_write=$( { time dd if=/dev/zero of="$out/dd" bs=8M count=$count conv=fsync status=none; } 2>&1 )
-    dd_read=$( { time dd if="$out/dd" of=/dev/null bs=8M status=none; } 2>&1 )
-    dd_bytes=$((count << 23))
-    w=$(mibs "$bytes" "$write_s") r=$(mibs "$bytes" "$read_s")
-    dw=$(mibs "$dd_bytes" "$dd_write") dr=$(mibs "$dd_bytes" "$dd_read")
-    printf '| %s | %d | %s MiB | %.2f | %s | %s | %s | %.2f | %s | %s | %s |\n' "$model" "$n" \
-      "$(python3 -c "print(f'{$bytes / 2**20:.1f}')")" "$write_s" "$w" "$dw" \
-      "$(python3 -c "print(f'{$w / max($dw, 1):.2f}')")" "$read_s" "$r" "$dr" \
-      "$(python3 -c "print(f'{$r / max($dr, 1):.2f}')")"
+    writes=() reads=() dd_writes=() dd_reads=()
+    for ((r = 0; r < rounds; ++r)); do
+      rm -rf "$out"
+      settle
+      mpiexec -n "$n" "$gridlm" train "${args[@]}" >"$out.train.log"
+      read -r write_s bytes < <(python3 -c "import json; j = [json.loads(l) for l in open('$out/metrics.jsonl')][-1]; print(j['checkpoint_s'], j['checkpoint_bytes'])")
+      settle
+      mpiexec -n "$n" "$gridlm" train "${args[@]}" --set output.metrics= --resume auto >"$out.resume.log"
+      read_s=$(sed -n 's/.*; read in \([0-9.]*\) s$/\1/p' "$out.resume.log")
+      count=$(((bytes + (1 << 23) - 1) >> 23)) # 8 MiB blocks
+      settle
+      dd_write=$( { time dd if=/dev/zero of="$out/dd" bs=8M count=$count conv=fsync status=none; } 2>&1 )
+      settle
+      dd_read=$( { time dd if="$out/dd" of=/dev/null bs=8M status=none; } 2>&1 )
+      writes+=("$write_s") reads+=("$read_s") dd_writes+=("$dd_write") dd_reads+=("$dd_read")
+    done
     rm -rf "$out"
+    dd_bytes=$((count << 23))
+    write_s=$(median "${writes[*]}") read_s=$(median "${reads[*]}")
+    w=$(mibs "$bytes" "$write_s") r=$(mibs "$bytes" "$read_s")
+    dw=$(mibs "$dd_bytes" "$(median "${dd_writes[*]}")") dr=$(mibs "$dd_bytes" "$(median "${dd_reads[*]}")")
+    printf '| %s | %d | %s MiB | %.2f | %s | %s | %s | %.2f | %s | %s | %s |\n' "$model" "$n" \
+      "$(py "f'{$bytes / 2**20:.1f}'")" "$write_s" "$w" "$dw" "$(py "f'{$w / max($dw, 1):.2f}'")" \
+      "$read_s" "$r" "$dr" "$(py "f'{$r / max($dr, 1):.2f}'")"
   done
 done

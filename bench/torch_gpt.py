@@ -4,13 +4,18 @@
 # gridlm's default hyperparameters) on CPU, so gridlm's step time can be
 # compared against a widely used framework on the same machine and threads.
 #
-# Usage: /usr/bin/python3 bench/torch_gpt.py --config tiny|small
-#            [--steps N] [--warmup N] [--threads N]
+# With --world N it is the data-parallel peer: N processes (gloo, on this
+# machine) under DistributedDataParallel, each with batch / N sequences, so
+# the global batch is the same; the step time is rank 0's.
+#
+# Usage: /usr/bin/python3 bench/torch_gpt.py --config tiny|small|124m
+#            [--steps N] [--warmup N] [--threads N] [--world N]
 #            [--n-layer --n-head --d-model --vocab --seq --batch]
 # Last line: RESULT tokens_per_s=<f> ms_per_step=<median> threads=<n> config=<name>
 
 import argparse
 import math
+import os
 import statistics
 import time
 
@@ -21,6 +26,7 @@ import torch.nn.functional as F
 CONFIGS = {
     "tiny": dict(n_layer=4, n_head=4, d_model=128, vocab=512, seq=128, batch=8),
     "small": dict(n_layer=6, n_head=6, d_model=384, vocab=8192, seq=256, batch=4),
+    "124m": dict(n_layer=12, n_head=12, d_model=768, vocab=50257, seq=256, batch=4),
 }
 
 
@@ -58,8 +64,9 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(seq, d_model)
         self.blocks = nn.ModuleList(Block(d_model, n_head) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(d_model, eps=1e-5)
-        # Built once: the mask is not part of what is being timed.
-        self.register_buffer("mask", ~torch.ones(seq, seq, dtype=torch.bool).tril())
+        # Built once: the mask is not part of what is being timed. A plain attribute, not a
+        # buffer: DDP would broadcast it, and gloo has no bool type.
+        self.mask = ~torch.ones(seq, seq, dtype=torch.bool).tril()
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, mean=0.0, std=0.02)
@@ -82,6 +89,7 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--n-layer", type=int)
     ap.add_argument("--n-head", type=int)
     ap.add_argument("--d-model", type=int)
@@ -96,17 +104,33 @@ def parse_args():
             cfg[key] = val
     if cfg["d_model"] % cfg["n_head"] != 0:
         ap.error(f"d_model {cfg['d_model']} is not divisible by n_head {cfg['n_head']}")
-    if args.steps < 1 or args.warmup < 0 or args.threads < 1:
-        ap.error("need --steps >= 1, --warmup >= 0, --threads >= 1")
+    if args.steps < 1 or args.warmup < 0 or args.threads < 1 or args.world < 1:
+        ap.error("need --steps >= 1, --warmup >= 0, --threads >= 1, --world >= 1")
+    if cfg["batch"] % args.world != 0:
+        ap.error(f"batch {cfg['batch']} is not divisible by --world {args.world}")
     return args, cfg
 
 
 def main():
     args, cfg = parse_args()
+    if args.world == 1:
+        train(0, args, cfg)
+    else:
+        import torch.multiprocessing as mp
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        mp.spawn(train, args=(args, cfg), nprocs=args.world, join=True)
+
+
+def train(rank, args, cfg):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
     model = GPT(cfg["vocab"], cfg["seq"], cfg["n_layer"], cfg["n_head"], cfg["d_model"])
+    if args.world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=rank, world_size=args.world)
+        model = nn.parallel.DistributedDataParallel(model)
     # Same grouping and hyperparameters as gridlm's AdamW defaults, so both
     # sides do the same optimizer work per step.
     decay, no_decay = [], []
@@ -119,11 +143,13 @@ def main():
     params = list(model.parameters())
     n_params = sum(p.numel() for p in params)
 
-    B, T = cfg["batch"], cfg["seq"]
-    print(f"config={args.config} " + " ".join(f"{k}={v}" for k, v in cfg.items())
-          + f" params={n_params} threads={args.threads} torch={torch.__version__}")
+    B, T = cfg["batch"] // args.world, cfg["seq"]
+    say = print if rank == 0 else (lambda *a, **k: None)
+    say(f"config={args.config} " + " ".join(f"{k}={v}" for k, v in cfg.items())
+        + f" params={n_params} threads={args.threads} world={args.world} "
+        + f"torch={torch.__version__}")
 
-    gen = torch.Generator().manual_seed(1234)
+    gen = torch.Generator().manual_seed(1234 + rank)
     times = []
     for step in range(args.warmup + args.steps):
         # Random tokens are drawn outside the timed region.
@@ -139,11 +165,11 @@ def main():
         kind = "warmup" if step < args.warmup else "step"
         if step >= args.warmup:
             times.append(ms)
-        print(f"{kind} {step:4d} loss={loss.item():.4f} ms={ms:.2f}", flush=True)
+        say(f"{kind} {step:4d} loss={loss.item():.4f} ms={ms:.2f}", flush=True)
 
     med = statistics.median(times)
-    tok_s = B * T / (med / 1e3)
-    print(f"RESULT tokens_per_s={tok_s:.1f} ms_per_step={med:.3f} "
+    tok_s = B * args.world * T / (med / 1e3)
+    say(f"RESULT tokens_per_s={tok_s:.1f} ms_per_step={med:.3f} "
           f"threads={args.threads} config={args.config}")
 
 

@@ -111,7 +111,14 @@ double Reporter::step(const StepRecord& r) {
                      {"ms_per_step", r.seconds * 1e3},
                      {"mfu", mfu},
                      {"comm_wait_ms", r.comm_seconds * 1e3},
+                     {"comm_exposed_ms", (r.comm_seconds + r.dp_exposed) * 1e3},
                      {"data_wait_ms", r.data_wait * 1e3}};
+    if (layout.dp > 1) {
+      j["dp_comm_ms"] = r.dp_in_flight * 1e3;
+      j["dp_exposed_ms"] = r.dp_exposed * 1e3;
+      j["dp_buckets"] = r.dp_buckets;
+      j["dp_buckets_overlapped"] = r.dp_buckets_overlapped;
+    }
     if (validated) j["val_loss"] = r.val_loss;
     if (!r.checkpoint_path.empty()) {
       j["checkpoint_s"] = r.checkpoint_seconds;
@@ -137,6 +144,10 @@ double Reporter::step(const StepRecord& r) {
     std::string comm = layout.tp > 1 || layout.pp > 1
                            ? fmt::format(" | comm wait {:.1f} ms", r.comm_seconds * 1e3)
                            : std::string();
+    if (layout.dp > 1) {
+      comm += fmt::format(" | dp reduce {:.1f} ms, {:.1f} exposed", r.dp_in_flight * 1e3,
+                          r.dp_exposed * 1e3);
+    }
     if (layout.pp > 1) {
       comm += fmt::format(" | bubble {:.1f}% (simulated {:.1f}%)", 100.0 * r.pipeline.bubble,
                           100.0 * r.pipeline.predicted_bubble);

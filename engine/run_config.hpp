@@ -36,6 +36,7 @@ struct ParallelConfig {
   std::string schedule = "1f1b";        // pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1
   int chunks = 1;                       // model chunks per pipeline stage (interleaved-1f1b)
   std::string stage_layout = "uniform"; // blocks per virtual stage: uniform, balanced or "a,b,.."
+  double grad_bucket_mb = 4.0; // dp gradient buckets (MiB), reduced during the backward (0: after)
 };
 
 struct OutputConfig {

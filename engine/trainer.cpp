@@ -47,7 +47,8 @@ public:
         model_(config.model, config.train.micro_batch, config.model.seq_len, grid, plan_.pipeline,
                plan_.stage_blocks, tp_.get(), std::uint64_t(config.train.seed), &trace_,
                transfer_comm(plan_, grid)),
-        optimizer_(plan_.optim, model_), grad_sync_(grid, plan_.backend),
+        optimizer_(plan_.optim, model_),
+        grad_sync_(grid, plan_.backend, model_, config.parallel.grad_bucket_mb),
         report_(config, plan_, grid), checkpoints_(config, plan_, grid) {
     start();
     report_.startup(model_, *data_.train, optimizer_.state_bytes());
@@ -87,7 +88,12 @@ public:
       };
     }
     const float loss_weight = 1.0f / float(config_.train.grad_accum * grid_.layout().dp);
-    r.loss = grad_sync_.reduce(model_, pipeline.step(samples, loss_weight), &trace_);
+    const double loss = pipeline.step(samples, loss_weight, grad_sync_.during_backward());
+    r.loss = grad_sync_.finish(loss, &trace_);
+    r.dp_in_flight = grad_sync_.last_timing().in_flight;
+    r.dp_exposed = grad_sync_.last_timing().exposed;
+    r.dp_buckets = grad_sync_.last_timing().buckets;
+    r.dp_buckets_overlapped = grad_sync_.last_timing().early;
     if (dump_) dump_->step(step, r.loss);
     const OptimizerStep::Result update = optimizer_.apply(model_, step, &trace_);
     r.grad_norm = update.grad_norm;
@@ -202,6 +208,9 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
   for (int step = run.first_step(); step < config.train.steps; ++step) {
     const StepRecord r = run.step(step);
     result.losses.push_back(r.loss);
+    result.grad_norms.push_back(r.grad_norm);
+    result.dp_buckets = r.dp_buckets;
+    result.dp_buckets_overlapped += r.dp_buckets_overlapped;
     if (std::isfinite(r.val_loss)) result.val_losses.emplace_back(step, r.val_loss);
     if (step > run.first_step()) rates.push_back(r.tokens_per_s);
   }

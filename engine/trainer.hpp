@@ -19,8 +19,11 @@ namespace gridlm::engine {
 struct TrainResult {
   double first_loss = 0.0;
   double last_loss = 0.0;
-  double tokens_per_s = 0.0;  // median over logged steps after the first
-  std::vector<double> losses; // every step's loss (mean over micro-batches and replicas)
+  double tokens_per_s = 0.0;      // median over logged steps after the first
+  std::vector<double> losses;     // every step's loss (mean over micro-batches and replicas)
+  std::vector<double> grad_norms; // every step's global gradient norm, before clipping
+  int dp_buckets = 0;             // data-parallel gradient buckets per step (this rank)
+  int dp_buckets_overlapped = 0;  // of which started during the backward, over all steps
   std::vector<std::pair<int, double>> val_losses; // (step, validation loss) when evaluated
 };
 

@@ -294,6 +294,7 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
     fill_zero(d_res_, N * C);
     layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, output(slot), param(t.lnf_w),
                        sl.lnf_mean, sl.lnf_rstd, N, C);
+    if (!defer) grads_done_from(t.lnf_w);
   } else {
     copy(d_res_, doutput, N * C);
   }
@@ -320,6 +321,7 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
     tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln1_w), grad(p.ln1_b), d_ln_, residual, param(p.ln1_w),
                        a.ln1_mean, a.ln1_rstd, N, C);
+    if (!defer) grads_done_from(p.ln1_w);
   }
   // d_res holds the gradient of the stage input: the embedding's, or the previous stage's.
   if (stage_.embedding) {
@@ -340,6 +342,7 @@ void GPT::backward_weights(int slot) {
   if (stage_.head) {
     linear_backward_weight(grad(t.lm_head), nullptr, sl.logits, sl.lnf, N, C,
                            int(table_.vocab_local));
+    grads_done_from(t.lnf_w); // the final LayerNorm's were done by backward_input
   }
   for (int l = int(sl.blocks.size()) - 1; l >= 0; --l) {
     const BlockParams& p = t.blocks[l];
@@ -348,7 +351,12 @@ void GPT::backward_weights(int slot) {
     linear_backward_weight(grad(p.fc_w), grad(p.fc_b), a.d_fch, a.ln2, N, C, 4 * Cl);
     linear_backward_weight(grad(p.attproj_w), grad(p.attproj_b), a.d_res2, a.atty, N, Cl, C);
     linear_backward_weight(grad(p.qkv_w), grad(p.qkv_b), a.d_qkv, a.ln1, N, C, 3 * Cl);
+    grads_done_from(p.ln1_w);
   }
+}
+
+void GPT::grads_done_from(int index) const {
+  if (grads_done_) grads_done_(table_.params[std::size_t(index)].offset);
 }
 
 VocabSlice GPT::vocab_slice() const {

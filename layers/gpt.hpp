@@ -87,6 +87,7 @@ public:
   bool split_backward() const override { return split_; }
   const float* input_grad() const override { return d_res_; }
   void zero_grad() override;
+  void on_grads_done(GradsDone hook) override { grads_done_ = std::move(hook); }
 
   // The rest of parallel::Stage (see parallel/stage.hpp).
   std::size_t boundary_size() const override;
@@ -153,6 +154,8 @@ private:
   // Backward::split defers the weight gradients to backward_weights().
   void backward_impl(float loss_weight, const float* doutput, int slot, Backward half);
   void tp_sum(float* data, long n); // all-reduce over the tensor group, timed
+  // Tells the hook that gradients from parameter `index` to the end of the buffer are done.
+  void grads_done_from(int index) const;
   VocabSlice vocab_slice() const;
 
   ModelConfig config_;
@@ -161,6 +164,7 @@ private:
   int tp_size_ = 1; // tensor-parallel group size
   bool split_ = false;
   double comm_seconds_ = 0.0;
+  GradsDone grads_done_;
   ParamTable table_;
   int B_ = 0, T_ = 0;
   Kokkos::View<float*> params_, grads_; // [table_.total] each

@@ -170,6 +170,18 @@ const float* run_op(const Op& op, Stage& chunk, const float* input, SlotTable& s
   return chunk.input_grad();
 }
 
+// Per chunk, the index in `ops` of its last op that computes weight gradients (B of a fused
+// backward, W of a split one), or -1: after it the chunk's gradients are final for the step.
+std::vector<int> last_weight_ops(const std::vector<Op>& ops, const std::vector<Stage*>& chunks) {
+  std::vector<int> last(chunks.size(), -1);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    const bool split = chunks[std::size_t(op.chunk)]->split_backward();
+    if (op.kind == (split ? OpKind::W : OpKind::B)) last[std::size_t(op.chunk)] = int(i);
+  }
+  return last;
+}
+
 } // namespace
 
 Executor::Executor(const Grid& grid, const PipelinePlan& plan, std::vector<Stage*> chunks,
@@ -204,24 +216,25 @@ void Executor::zero_grad() {
     c->zero_grad();
 }
 
-double Executor::step(const Samples& samples, float loss_weight) {
+double Executor::step(const Samples& samples, float loss_weight, GradReduction* dp) {
   const double step_start = steady_seconds();
   TraceRecorder* trace = trace_ != nullptr && trace_->on() ? trace_ : nullptr;
-  const OpsResult r = run_ops(plan_.train, samples, loss_weight, trace);
+  const OpsResult r = run_ops(plan_.train, samples, loss_weight, trace, dp);
   sum_tied_embedding_grads();
   return finish_step(r.last_end - step_start, r) / plan_.train.micro_batches;
 }
 
 double Executor::evaluate(const Samples& samples) {
-  const OpsResult r = run_ops(plan_.eval, samples, 0.0f, nullptr);
+  const OpsResult r = run_ops(plan_.eval, samples, 0.0f, nullptr, nullptr);
   std::vector<double> loss{r.loss_sum};
   pp_mpi_->all_reduce(Span<double>(loss));
   return loss[0] / plan_.eval.micro_batches;
 }
 
 Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& samples,
-                                      float loss_weight, TraceRecorder* trace) {
+                                      float loss_weight, TraceRecorder* trace, GradReduction* dp) {
   const std::vector<Op>& ops = schedule.ops[std::size_t(stage_)];
+  const std::vector<int> last_weights = last_weight_ops(ops, chunks_);
   Mailbox mail(*pp_, *chunks_.front(), stage_, plan_.grouped);
   if (!plan_.grouped) {
     for (const Op& op : ops)
@@ -234,9 +247,14 @@ Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& s
   r.last_end = steady_seconds();
   r.op_seconds.assign(std::size_t(3 * chunks_per_stage_), 0.0); // per chunk: F, B, W
   r.op_count.assign(std::size_t(3 * chunks_per_stage_), 0);
-  for (const Op& op : ops) {
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
     const OpTransfers t = op_transfers(schedule, stage_, op);
     Stage& chunk = *chunks_[std::size_t(op.chunk)];
+    const bool finishes_grads = dp != nullptr && last_weights[std::size_t(op.chunk)] == int(i);
+    if (finishes_grads) {
+      chunk.on_grads_done([dp, c = op.chunk](std::size_t from) { dp->ready(c, from); });
+    }
     if (plan_.grouped) {
       Group group(*pp_);
       mail.post_deferred();
@@ -251,6 +269,8 @@ Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& s
     }
     const float* output = run_op(op, chunk, input.get(), slots, tokens, samples, loss_weight,
                                  forward_only, r.loss_sum);
+    if (finishes_grads) chunk.on_grads_done(nullptr);
+    if (dp != nullptr) dp->progress();
     mail.done_with_input(t); // the chunk copied what it needs
     if (t.send_to >= 0) mail.send(chunk, output, t);
     mail.release_finished_sends();

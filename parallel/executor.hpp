@@ -32,6 +32,18 @@ struct PipelineTiming {
   double predicted_bubble = 0.0; // the simulator's, for the op costs measured in this step
 };
 
+// What a step tells the data-parallel gradient reduction, so that it can start reducing the
+// gradients a chunk has finished while the rest of the schedule runs.
+class GradReduction {
+public:
+  virtual ~GradReduction() = default;
+  // Chunk `chunk`'s gradients at flat offsets [from, end) are final for this step (called
+  // from within the chunk's last weight-gradient op, with decreasing `from`).
+  virtual void ready(int chunk, std::size_t from) = 0;
+  // Between ops: lets transfers in flight progress.
+  virtual void progress() = 0;
+};
+
 class Executor {
 public:
   // `chunks`: this rank's model chunks, chunk c for virtual stage c x pp + stage, each planned
@@ -47,8 +59,9 @@ public:
 
   // One step's forwards and backwards, gradients accumulated with weight loss_weight per
   // micro-batch (1 / (m x dp) for a mean). Returns the mean loss over the step's micro-batches,
-  // on every rank of the pipeline. Tied embedding copies end with the summed gradient.
-  double step(const Samples& samples, float loss_weight);
+  // on every rank of the pipeline. Tied embedding copies end with the summed gradient. `dp`
+  // (may be null) hears of each chunk's gradients as its last weight-gradient op finishes them.
+  double step(const Samples& samples, float loss_weight, GradReduction* dp = nullptr);
 
   // Forward only, no gradients: the mean loss over the plan's validation micro-batches, on
   // every rank of the pipeline. Runs between steps.
@@ -73,7 +86,7 @@ private:
   };
   // Runs this stage's list of `schedule` (the training schedule or the forward-only one).
   OpsResult run_ops(const Schedule& schedule, const Samples& samples, float loss_weight,
-                    TraceRecorder* trace);
+                    TraceRecorder* trace, GradReduction* dp);
   // Gathers this step's timing over the pipeline; returns the summed loss of the last stage.
   double finish_step(double span, const OpsResult& r);
   void sum_tied_embedding_grads();

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "parallel/span.hpp"
@@ -45,6 +46,12 @@ public:
   virtual const float* input_grad() const = 0;
 
   virtual void zero_grad() = 0;
+  // Called back during a weight-gradient pass (the fused backward, or W of a split one) as it
+  // goes from the last layers to the first: `from` is an offset into the flat gradient buffer
+  // such that this pass will not touch [from, end) again. Never called for the embeddings'
+  // range (a tied copy is summed over the pipeline after the last op). An empty hook: none.
+  using GradsDone = std::function<void(std::size_t from)>;
+  virtual void on_grads_done(GradsDone hook) = 0;
   // This chunk's share of the squared global gradient norm (each tensor counted once over the
   // tensor group and the pipeline).
   virtual double grad_sum_of_squares() const = 0;

@@ -1,0 +1,159 @@
+// Full layouts of data, pipeline and tensor parallelism, with the data-parallel gradients
+// reduced in buckets during the backward, reproduce one rank: the same per-step losses and
+// gradient norms over 20 AdamW steps, and the same final weights. At 4 ranks: dp 4, dp 2 x
+// pp 2 (zb-h1, interleaved-1f1b with 2 chunks per stage), dp 2 x tp 2; at 8: dp 2 x pp 2 x tp 2
+// with zb-h1 and with interleaved-1f1b. Buckets of 512 floats straddle tensors, and most of
+// them start while the backward still runs. Bucketed and unbucketed reduction give identical
+// bits at dp 2 (each element is the sum of two numbers either way).
+//
+// Tolerances (ref = one rank): losses |d| <= 1e-4 |ref| and gradient norms |d| <= 1e-4 |ref| at
+// every step; final weights max|d| <= 2e-3 per tensor. AdamW's first steps move each weight by
+// about lr = 1e-2 whatever the gradient's size, so a gradient element near zero whose sign
+// differs by rounding moves its weight the other way; fp32 reordering alone gives up to ~1e-3.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "engine/trainer.hpp"
+#include "io/h5_file.hpp"
+#include "layers/parameters.hpp"
+#include "parallel/grid.hpp"
+#include "tests/dataset_util.hpp"
+
+using namespace gridlm;
+
+namespace {
+
+struct Layout {
+  int dp = 1, pp = 1, tp = 1;
+  std::string schedule = "1f1b";
+  int chunks = 1;
+};
+
+// Sequences per step: 4 micro-batches of 4 sequences, split over the replicas.
+engine::RunConfig config(const Layout& l, const std::string& dir, double bucket_mb) {
+  engine::RunConfig c;
+  c.model.vocab_size = 37;
+  c.model.seq_len = 12;
+  c.model.n_layer = 4;
+  c.model.n_head = 2;
+  c.model.d_model = 16;
+  c.train.micro_batch = 4 / l.dp;
+  c.train.grad_accum = 4;
+  c.train.steps = 20;
+  c.train.log_every = 100;
+  c.train.optim.lr = 1e-2;
+  c.train.optim.decay_steps = 20;
+  c.parallel.schedule = l.schedule;
+  c.parallel.chunks = l.chunks;
+  c.parallel.grad_bucket_mb = bucket_mb;
+  c.output.dir = dir;
+  c.output.metrics = "";
+  c.output.weights = "model.h5";
+  return c;
+}
+
+std::string describe(const Layout& l) {
+  return "dp " + std::to_string(l.dp) + " x pp " + std::to_string(l.pp) + " x tp " +
+         std::to_string(l.tp) + ", " + l.schedule;
+}
+
+// A directory for all ranks, removed at the end.
+struct SharedDir {
+  explicit SharedDir(const std::string& stem) : path(test::shared_path(stem) + ".d") {}
+  ~SharedDir() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::error_code ec;
+    if (test::world_rank() == 0) std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+engine::TrainResult run(const Layout& l, const std::string& dir, double bucket_mb) {
+  parallel::GridOptions o;
+  o.layout = {l.dp, l.pp, l.tp};
+  return engine::train(config(l, dir, bucket_mb), parallel::Grid::create(MPI_COMM_WORLD, o));
+}
+
+// Largest difference between two weights files (rank 0 reads both); a file it cannot read
+// fails the test here, on rank 0 alone, without leaving the other ranks waiting.
+double weight_difference(const std::string& a, const std::string& b,
+                         const layers::ModelConfig& m) try {
+  io::H5File fa = io::H5File::open_read(a), fb = io::H5File::open_read(b);
+  double worst = 0.0;
+  for (const layers::ParamInfo& p : layers::make_param_table(m).params) {
+    std::size_t n = 1;
+    for (std::int64_t d : p.shape)
+      n *= std::size_t(d);
+    std::vector<float> x(n), y(n);
+    fa.read(p.name, x.data(), x.size());
+    fb.read(p.name, y.data(), y.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      worst = std::max(worst, double(std::fabs(x[i] - y[i])));
+  }
+  return worst;
+} catch (const std::exception& e) {
+  ADD_FAILURE() << e.what();
+  return HUGE_VAL;
+}
+
+void expect_matches_one_rank(const Layout& l) {
+  SharedDir dir("layouts");
+  const engine::TrainResult mine = run(l, dir.path + "/layout", 512.0 * 4 / (1 << 20));
+  engine::TrainResult one;
+  if (test::world_rank() == 0) {
+    one = engine::train(config(Layout{}, dir.path + "/one", 0.0),
+                        parallel::Grid::create(MPI_COMM_SELF, {}));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (l.dp > 1) {
+    EXPECT_GT(mine.dp_buckets, 2) << describe(l);
+    EXPECT_GT(mine.dp_buckets_overlapped, 0) << describe(l) << ": no bucket overlapped";
+  }
+  if (test::world_rank() != 0) return;
+  ASSERT_EQ(mine.losses.size(), one.losses.size());
+  for (std::size_t s = 0; s < one.losses.size(); ++s) {
+    EXPECT_NEAR(mine.losses[s], one.losses[s], 1e-4 * one.losses[s])
+        << describe(l) << " step " << s;
+    EXPECT_NEAR(mine.grad_norms[s], one.grad_norms[s], 1e-4 * one.grad_norms[s])
+        << describe(l) << " step " << s;
+  }
+  EXPECT_LT(one.losses.back(), one.losses.front());
+  const layers::ModelConfig m = config(l, "", 0).model;
+  EXPECT_LE(weight_difference(dir.path + "/layout/model.h5", dir.path + "/one/model.h5", m), 2e-3)
+      << describe(l);
+}
+
+} // namespace
+
+TEST(Layouts, MatchOneRank) {
+  const int n = test::world_size();
+  ASSERT_TRUE(n == 4 || n == 8) << "register at 4 or 8 ranks";
+  if (n == 4) {
+    expect_matches_one_rank({4, 1, 1});
+    expect_matches_one_rank({2, 2, 1, "zb-h1"});
+    expect_matches_one_rank({2, 2, 1, "interleaved-1f1b", 2});
+    expect_matches_one_rank({2, 1, 2});
+  } else {
+    expect_matches_one_rank({2, 2, 2, "zb-h1"});
+    expect_matches_one_rank({2, 2, 2, "interleaved-1f1b", 2});
+  }
+}
+
+TEST(Layouts, BucketsDuringTheBackwardGiveTheBitsOfOneAllReduce) {
+  SharedDir dir("buckets");
+  const Layout l{2, 2, test::world_size() / 4, "zb-h1"};
+  const engine::TrainResult bucketed = run(l, dir.path + "/bucketed", 512.0 * 4 / (1 << 20));
+  const engine::TrainResult whole = run(l, dir.path + "/whole", 0.0);
+  EXPECT_EQ(whole.dp_buckets_overlapped, 0);
+  EXPECT_GT(bucketed.dp_buckets_overlapped, 0);
+  EXPECT_EQ(bucketed.losses, whole.losses);
+  EXPECT_EQ(bucketed.grad_norms, whole.grad_norms);
+  if (test::world_rank() == 0) {
+    EXPECT_EQ(weight_difference(dir.path + "/bucketed/model.h5", dir.path + "/whole/model.h5",
+                                config(l, "", 0).model),
+              0.0);
+  }
+}
