@@ -84,6 +84,11 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "data-parallel gradient reduction in buckets of this many MiB, each started as soon as "
        "the backward has produced it (0: one blocking all-reduce after the backward)",
        &c.parallel.grad_bucket_mb},
+      {"parallel", "zero",
+       "ZeRO stage: 0 (every data-parallel replica holds all optimizer state) or 1 (gradients "
+       "reduce-scattered, each replica updates and holds 1/dp of the state, parameters "
+       "all-gathered)",
+       &c.parallel.zero},
       {"output", "dir", "directory for metrics and weights (created if missing)", &c.output.dir},
       {"output", "metrics", "JSON-lines metrics file inside dir (empty: none)", &c.output.metrics},
       {"output", "weights", "final weights, HDF5 with PyTorch names, inside dir (empty: none)",
@@ -329,6 +334,10 @@ void validate(const RunConfig& c) {
        fmt::format("parallel.backend = \"{}\": the backends are auto, mpi and nccl",
                    c.parallel.backend));
   need(c.parallel.chunks >= 1, "parallel.chunks must be positive");
+  need(c.parallel.zero == 0 || c.parallel.zero == 1,
+       fmt::format("parallel.zero = {}: the ZeRO stages are 0 (off) and 1 (sharded optimizer "
+                   "state)",
+                   c.parallel.zero));
   need(c.parallel.grad_bucket_mb >= 0,
        "parallel.grad_bucket_mb must not be negative (0: one all-reduce after the backward)");
   need(c.output.trace_steps >= 1, "output.trace_steps must be positive");

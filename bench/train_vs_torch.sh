@@ -2,14 +2,15 @@
 # Benchmark: training throughput of gridlm against PyTorch (CPU) on the same model, the same
 # number of threads and the machine's BLAS setting, in one run; plus single-core SGEMM as the
 # ceiling for MFU. Alternates the two programs RUNS times per config and reports medians.
-#   bash bench/train_vs_torch.sh [RUNS] [CONFIGS...]      (default: 3 runs, tiny small)
+#   bash bench/train_vs_torch.sh [RUNS] [CONFIGS...]      (default: 3 runs, tiny small 124m;
+#   124m is the GPT-2 124M shape at context 256, batch 4, and runs once: a step takes ~10 s)
 # Needs build/ (scripts/build.sh) and /usr/bin/python3 with torch (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 shift || true
 configs=("$@")
-((${#configs[@]})) || configs=(tiny small)
+((${#configs[@]})) || configs=(tiny small 124m)
 gridlm=build/bin/gridlm
 cores=$(nproc) # before OMP_NUM_THREADS=1, which nproc obeys
 # One thread each; PyTorch's OpenMP threads spin unless told to wait passively.
@@ -25,13 +26,16 @@ echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $cores cores, $runs runs ea
 printf '%-6s %12s %12s %7s %14s %10s\n' config gridlm_tok/s torch_tok/s ratio model_GFLOP/s MFU
 for cfg in "${configs[@]}"; do
   case $cfg in
-    tiny) steps=12; tsteps=8 ;;
-    small) steps=6; tsteps=4 ;;
-    *) echo "unknown config $cfg (tiny or small)" >&2; exit 2 ;;
+    tiny) steps=12 tsteps=8 n=$runs args=(--config configs/tiny.toml) ;;
+    small) steps=6 tsteps=4 n=$runs args=(--config configs/small.toml) ;;
+    124m) steps=3 tsteps=2 n=1 args=(--set model.n_layer=12 --set model.d_model=768
+            --set model.n_head=12 --set model.vocab_size=50257 --set model.seq_len=256
+            --set train.micro_batch=4) ;;
+    *) echo "unknown config $cfg (tiny, small or 124m)" >&2; exit 2 ;;
   esac
   g=() t=()
-  for ((r = 0; r < runs; r++)); do
-    g+=("$("$gridlm" train --config "configs/$cfg.toml" --set train.steps=$steps \
+  for ((r = 0; r < n; r++)); do
+    g+=("$("$gridlm" train "${args[@]}" --set train.steps=$steps \
       --set output.dir="$out" --set output.weights= --set output.metrics= |
       sed -n 's/.*, \([0-9.]*\) tokens\/s (median).*/\1/p')")
     t+=("$(/usr/bin/python3 bench/torch_gpt.py --config "$cfg" --steps $tsteps --warmup 1 \
@@ -41,7 +45,8 @@ for cfg in "${configs[@]}"; do
   tm=$(printf '%s\n' "${t[@]}" | median)
   # Model FLOPs per token, as layers::flops_per_token counts them.
   flops=$(awk -v c="$cfg" 'BEGIN {
-    if (c == "tiny") { L=4; C=128; V=512; T=128 } else { L=6; C=384; V=8192; T=256 }
+    if (c == "tiny") { L=4; C=128; V=512; T=128 } else if (c == "small") { L=6; C=384; V=8192; T=256 }
+    else { L=12; C=768; V=50257; T=256 }
     print 6 * (L * 12 * C * C + V * C) + 3 * 4 * L * T * C }')
   awk -v c="$cfg" -v g="$gm" -v t="$tm" -v f="$flops" -v s="$sgemm" 'BEGIN {
     printf "%-6s %12.0f %12.0f %7.2f %14.1f %9.1f%%\n", c, g, t, g / t, g * f / 1e9, 100 * g * f / 1e9 / s }'

@@ -61,27 +61,37 @@ const char* prefix(Part part) {
 // This rank's parameters or moments in host memory, one view per chunk: the buffers themselves
 // when the model computes on the host (no copy), else mirrors filled from the device.
 using HostView = Kokkos::View<float*>::HostMirror;
+// Under ZeRO-1 a moment is gathered over dp into a copy (collective over dp: every rank calls
+// this for the same parts in the same order).
 Kokkos::View<float*> buffer(const PipelineModel& model, const OptimizerStep* opt, Part part,
                             std::size_t c) {
   return part == Part::params ? model.chunks()[c]->params()
-         : part == Part::m    ? opt->adamw(c).moment1()
-                              : opt->adamw(c).moment2();
+                              : opt->moment(c, part == Part::m ? 1 : 2);
 }
 
-std::vector<HostView> to_host(const PipelineModel& model, const OptimizerStep* opt, Part part) {
+// `staging` adds the bytes of the host views that are copies, not the buffers themselves.
+std::vector<HostView> to_host(const PipelineModel& model, const OptimizerStep* opt, Part part,
+                              std::uint64_t* staging = nullptr) {
   std::vector<HostView> out;
   for (std::size_t c = 0; c < model.chunks().size(); ++c) {
     const Kokkos::View<float*> v = buffer(model, opt, part, c);
     out.push_back(Kokkos::create_mirror_view(v));
     Kokkos::deep_copy(out.back(), v);
+    const bool copy = out.back().data() != v.data() || (part != Part::params && opt->sharded());
+    if (staging != nullptr && copy) *staging += v.size() * sizeof(float);
   }
   return out;
 }
 
 void from_host(const std::vector<HostView>& host, PipelineModel& model, OptimizerStep* opt,
                Part part) {
-  for (std::size_t c = 0; c < model.chunks().size(); ++c)
-    Kokkos::deep_copy(buffer(model, opt, part, c), host[c]);
+  for (std::size_t c = 0; c < model.chunks().size(); ++c) {
+    if (part == Part::params) {
+      Kokkos::deep_copy(model.chunks()[c]->params(), host[c]);
+    } else {
+      opt->load_moment(c, part == Part::m ? 1 : 2, host[c]);
+    }
+  }
 }
 
 // Fault injection for tests: GRIDLM_FAULT_KILL_DURING_SAVE=STEP makes the last rank kill
@@ -292,9 +302,11 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
   const layers::ParamTable whole = layers::make_param_table(config);
   std::vector<Part> parts{Part::params};
   if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
+  // Host staging: the mirrors that are copies, not the model's own buffers.
+  std::uint64_t staging = 0;
   std::vector<std::vector<HostView>> host;
   for (Part part : parts)
-    host.push_back(to_host(model, optimizer, part));
+    host.push_back(to_host(model, optimizer, part, &staging));
   // A write that fails (a full disk) fails on the ranks whose data it carries: they note it and
   // go on taking part in the collective steps with the others, and all agree at the end, so no
   // rank is left waiting and the previous checkpoint stays what `latest` names.
@@ -348,15 +360,6 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
       throw Error(fmt::format("cannot rename '{}' to '{}': {}", partial, path, ec.message()));
     }
   });
-  // Host staging: the mirrors that are copies, not the model's own buffers.
-  std::uint64_t staging = 0;
-  for (std::size_t k = 0; k < parts.size(); ++k) {
-    for (std::size_t c = 0; c < host[k].size(); ++c) {
-      if (host[k][c].data() != buffer(model, optimizer, parts[k], c).data()) {
-        staging += host[k][c].size() * sizeof(float);
-      }
-    }
-  }
   // The size is rank 0's alone (the others report 0): one maximum gives both on every rank.
   std::vector<std::uint64_t> stats{bytes, staging};
   parallel::MpiComm all(parallel::borrow_comm(grid.comm()));

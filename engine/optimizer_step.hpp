@@ -1,35 +1,54 @@
 // engine::OptimizerStep: the update at the end of a step — the global gradient norm (each
 // tensor once over pp and tp), the learning rate of the schedule, and AdamW on every chunk with
-// clipping. It owns the optimizer state; ZeRO-1 makes it a shard of it.
+// clipping. It owns the optimizer state: all of it, or under ZeRO-1 this replica's shard (the
+// parts of each chunk's buffer it owns, engine/dp_shards), updated from the reduce-scattered
+// gradients; GradSync then all-gathers the parameters.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "engine/grad_sync.hpp"
 #include "engine/pipeline_model.hpp"
 #include "layers/adamw.hpp"
+#include "parallel/grid.hpp"
 #include "parallel/trace.hpp"
 
 namespace gridlm::engine {
 
 class OptimizerStep {
 public:
-  // `optim` with decay_steps resolved (RunPlan::optim).
-  OptimizerStep(const layers::OptimizerConfig& optim, const PipelineModel& model);
+  // `optim` with decay_steps resolved (RunPlan::optim). `sync` gives the ZeRO-1 shard plan
+  // and gradients when sync.zero(); both must outlive this.
+  OptimizerStep(const layers::OptimizerConfig& optim, const PipelineModel& model, GradSync& sync,
+                const parallel::Grid& grid);
 
   struct Result {
     double grad_norm = 0.0; // before clipping
     double lr = 0.0;
   };
-  // Collective over pp and tp. Recorded in `trace` (may be null) as the optimizer.
+  // Collective over the grid. Recorded in `trace` (may be null) as the optimizer.
   Result apply(PipelineModel& model, int step, parallel::TraceRecorder* trace);
+  // Whether this rank holds a ZeRO-1 shard of the state, not all of it.
+  bool sharded() const { return sync_.zero(); }
+  // Bytes of optimizer state this rank holds.
   std::size_t state_bytes() const;
-  // Chunk c's optimizer (its moments, for checkpoints).
-  layers::AdamW& adamw(std::size_t c) const { return *adamw_[c]; }
+  // Chunk c's moment (1: m, 2: v) in the chunk's flat layout, for checkpoints: the moment
+  // itself, or under ZeRO a copy gathered over dp (collective over dp).
+  Kokkos::View<float*> moment(std::size_t c, int which) const;
+  // Sets it from the chunk's flat layout in host memory (each replica keeps its owned parts).
+  using HostTable = Kokkos::View<float*>::HostMirror;
+  void load_moment(std::size_t c, int which, const HostTable& table);
 
 private:
+  // Under ZeRO: this rank's share of the squared global norm, over the parts it owns.
+  double owned_sum_of_squares(const PipelineModel& model) const;
+
   layers::OptimizerConfig optim_;
+  GradSync& sync_;
+  const parallel::Grid& grid_;
   std::vector<std::unique_ptr<layers::AdamW>> adamw_; // one per chunk
+  std::vector<std::size_t> table_sizes_;              // per chunk: its flat buffer's elements
 };
 
 } // namespace gridlm::engine

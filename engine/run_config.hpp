@@ -37,6 +37,7 @@ struct ParallelConfig {
   int chunks = 1;                       // model chunks per pipeline stage (interleaved-1f1b)
   std::string stage_layout = "uniform"; // blocks per virtual stage: uniform, balanced or "a,b,.."
   double grad_bucket_mb = 4.0; // dp gradient buckets (MiB), reduced during the backward (0: after)
+  int zero = 0;                // ZeRO stage: 0 (every replica all optimizer state) or 1 (1/dp each)
 };
 
 struct OutputConfig {

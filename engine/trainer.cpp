@@ -47,9 +47,10 @@ public:
         model_(config.model, config.train.micro_batch, config.model.seq_len, grid, plan_.pipeline,
                plan_.stage_blocks, tp_.get(), std::uint64_t(config.train.seed), &trace_,
                transfer_comm(plan_, grid)),
-        optimizer_(plan_.optim, model_),
-        grad_sync_(grid, plan_.backend, model_, config.parallel.grad_bucket_mb),
-        report_(config, plan_, grid), checkpoints_(config, plan_, grid) {
+        grad_sync_(grid, plan_.backend, model_, config.parallel.grad_bucket_mb,
+                   config.parallel.zero),
+        optimizer_(plan_.optim, model_, grad_sync_, grid), report_(config, plan_, grid),
+        checkpoints_(config, plan_, grid) {
     start();
     report_.startup(model_, *data_.train, optimizer_.state_bytes());
     if (plan_.reference_dump) {
@@ -90,12 +91,13 @@ public:
     const float loss_weight = 1.0f / float(config_.train.grad_accum * grid_.layout().dp);
     const double loss = pipeline.step(samples, loss_weight, grad_sync_.during_backward());
     r.loss = grad_sync_.finish(loss, &trace_);
+    if (dump_) dump_->step(step, r.loss);
+    const OptimizerStep::Result update = optimizer_.apply(model_, step, &trace_);
+    grad_sync_.gather_params();
     r.dp_in_flight = grad_sync_.last_timing().in_flight;
     r.dp_exposed = grad_sync_.last_timing().exposed;
     r.dp_buckets = grad_sync_.last_timing().buckets;
     r.dp_buckets_overlapped = grad_sync_.last_timing().early;
-    if (dump_) dump_->step(step, r.loss);
-    const OptimizerStep::Result update = optimizer_.apply(model_, step, &trace_);
     r.grad_norm = update.grad_norm;
     r.lr = update.lr;
     r.seconds = parallel::steady_seconds() - begin;
@@ -186,8 +188,8 @@ private:
   parallel::TraceRecorder trace_;
   const std::unique_ptr<parallel::Comm> tp_;
   PipelineModel model_;
-  OptimizerStep optimizer_;
   GradSync grad_sync_;
+  OptimizerStep optimizer_;
   Reporter report_;
   Checkpointer checkpoints_;
   std::unique_ptr<ReferenceDump> dump_;

@@ -1,6 +1,7 @@
 // AdamW, clipping and the learning-rate schedule.
 #include "layers/adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -30,20 +31,30 @@ double learning_rate(const OptimizerConfig& c, int step) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table) : config_(config) {
-  moment1_ = Kokkos::View<float*>("layers::AdamW::m", table.total);
-  moment2_ = Kokkos::View<float*>("layers::AdamW::v", table.total);
-  decay_ = Kokkos::View<float*>("layers::AdamW::decay", table.total);
-  auto host = Kokkos::create_mirror_view(decay_);
+AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table,
+             const std::vector<AdamWSegment>& segments, std::size_t state_size)
+    : config_(config), segments_(segments) {
+  if (segments_.empty()) {
+    segments_.push_back(AdamWSegment{0, 0, table.total});
+    state_size = table.total;
+  }
+  moment1_ = Kokkos::View<float*>("layers::AdamW::m", state_size);
+  moment2_ = Kokkos::View<float*>("layers::AdamW::v", state_size);
+  decay_ = Kokkos::View<float*>("layers::AdamW::decay", state_size);
+  std::vector<float> by_param(table.total, 0.0f);
   for (const ParamInfo& p : table.params) {
     bool decays = p.kind == ParamKind::weight;
     if (p.kind == ParamKind::embedding) decays = config.decay_embeddings;
     if (p.kind == ParamKind::norm || p.kind == ParamKind::bias) {
       decays = config.decay_norms_and_biases;
     }
-    for (std::size_t i = 0; i < p.size; ++i) {
-      host(p.offset + i) = decays ? float(config.weight_decay) : 0.0f;
-    }
+    std::fill_n(by_param.begin() + long(p.offset), p.size,
+                decays ? float(config.weight_decay) : 0.0f);
+  }
+  auto host = Kokkos::create_mirror_view(decay_);
+  for (const AdamWSegment& s : segments_) {
+    for (std::size_t i = 0; i < s.size; ++i)
+      host(s.state + i) = by_param[s.param + i];
   }
   Kokkos::deep_copy(decay_, host);
 }
@@ -57,19 +68,21 @@ void AdamW::update(Kokkos::View<float*> params, Kokkos::View<const float*> grads
   const float bc1 = float(1.0 - std::pow(config_.beta1, step + 1));
   const float bc2 = float(1.0 - std::pow(config_.beta2, step + 1));
   const float flr = float(lr);
-  float* p = params.data();
-  const float* g = grads.data();
-  float* m = moment1_.data();
-  float* v = moment2_.data();
-  const float* wd = decay_.data();
-  for_each(
-      "layers::AdamW::update", long(params.size()), KOKKOS_LAMBDA(long i) {
-        const float gi = g[i] * clip;
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        const float mhat = m[i] / bc1, vhat = v[i] / bc2;
-        p[i] -= flr * (mhat / (std::sqrt(vhat) + eps) + wd[i] * p[i]);
-      });
+  for (const AdamWSegment& s : segments_) {
+    float* p = params.data() + s.param;
+    const float* g = grads.data() + s.state;
+    float* m = moment1_.data() + s.state;
+    float* v = moment2_.data() + s.state;
+    const float* wd = decay_.data() + s.state;
+    for_each(
+        "layers::AdamW::update", long(s.size), KOKKOS_LAMBDA(long i) {
+          const float gi = g[i] * clip;
+          m[i] = b1 * m[i] + (1.0f - b1) * gi;
+          v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+          const float mhat = m[i] / bc1, vhat = v[i] / bc2;
+          p[i] -= flr * (mhat / (std::sqrt(vhat) + eps) + wd[i] * p[i]);
+        });
+  }
 }
 
 double sum_of_squares(Kokkos::View<const float*> data) {

@@ -4,20 +4,34 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <vector>
+
 #include "layers/optimizer_config.hpp"
 #include "layers/parameters.hpp"
 
 namespace gridlm::layers {
 
+// A run of `size` elements that AdamW updates: the parameters from flat offset `param`, the
+// optimizer state (and the gradients update() is given) from offset `state`.
+struct AdamWSegment {
+  std::size_t param = 0, state = 0, size = 0;
+};
+
 class AdamW {
 public:
-  AdamW(const OptimizerConfig& config, const ParamTable& table);
+  // By default the whole table, state at the parameters' offsets. With `segments` (ZeRO-1: the
+  // parts of the buffer this replica owns), only those, in a state of `state_size` elements;
+  // state elements outside every segment are padding that nothing reads.
+  AdamW(const OptimizerConfig& config, const ParamTable& table,
+        const std::vector<AdamWSegment>& segments = {}, std::size_t state_size = 0);
 
-  // One update of params from grads at `step` (0-based) with learning rate `lr`; `grad_norm` is
-  // the global norm of grads (over all ranks), used for clipping. Moments live here.
+  // One update of params from grads (in the state layout) at `step` (0-based) with learning
+  // rate `lr`; `grad_norm` is the global norm of the gradients (over all ranks), used for
+  // clipping. Moments live here.
   void update(Kokkos::View<float*> params, Kokkos::View<const float*> grads, int step, double lr,
               double grad_norm);
-  // The moments, at the parameter table's offsets (for checkpoints: saved and restored).
+  const std::vector<AdamWSegment>& segments() const { return segments_; }
+  // The moments in the state layout (by default the parameter table's offsets).
   Kokkos::View<float*> moment1() const { return moment1_; }
   Kokkos::View<float*> moment2() const { return moment2_; }
   std::size_t state_bytes() const {
@@ -26,7 +40,8 @@ public:
 
 private:
   OptimizerConfig config_;
-  Kokkos::View<float*> moment1_, moment2_; // AdamW's m and v, [table.total] each
+  std::vector<AdamWSegment> segments_;
+  Kokkos::View<float*> moment1_, moment2_; // AdamW's m and v, [state size] each
   Kokkos::View<float*> decay_; // per element: the weight decay factor (0 where none applies)
 };
 

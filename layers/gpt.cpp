@@ -375,12 +375,17 @@ double GPT::grad_sum_of_squares() const {
   double total = 0.0;
   for (std::size_t i = 0; i < table_.params.size(); ++i) {
     const ParamInfo& p = table_.params[i];
-    if (p.split == TpSplit::replicated && table_.tp_rank != 0) continue;
-    if (int(i) == table_.wte && !stage_.embedding) continue; // the first stage counts it
+    if (!counts_in_norm(int(i))) continue;
     total += sum_of_squares(Kokkos::View<const float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
         grads_.data() + p.offset, p.size));
   }
   return total;
+}
+
+bool GPT::counts_in_norm(int index) const {
+  const ParamInfo& p = table_.params[std::size_t(index)];
+  if (p.split == TpSplit::replicated && table_.tp_rank != 0) return false;
+  return index != table_.wte || stage_.embedding; // the first stage counts a tied copy
 }
 
 void GPT::zero_grad() { Kokkos::deep_copy(grads_, 0.0f); }

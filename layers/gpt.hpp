@@ -108,6 +108,8 @@ public:
   // ones only on tensor-parallel rank 0 (they are equal on every rank), and not the tied copy
   // of wte a head-only stage holds (the first stage counts it). Sum it over tp and pp.
   double grad_sum_of_squares() const override;
+  // Whether parameter `index` of the table counts in that sum on this rank.
+  bool counts_in_norm(int index) const;
   // Seconds spent in tensor-parallel all-reduces since construction.
   double comm_seconds() const override { return comm_seconds_; }
 

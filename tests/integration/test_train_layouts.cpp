@@ -1,9 +1,9 @@
 // Full layouts of data, pipeline and tensor parallelism, with the data-parallel gradients
-// reduced in buckets during the backward, reproduce one rank: the same per-step losses and
-// gradient norms over 20 AdamW steps, and the same final weights. At 4 ranks: dp 4, dp 2 x
-// pp 2 (zb-h1, interleaved-1f1b with 2 chunks per stage), dp 2 x tp 2; at 8: dp 2 x pp 2 x tp 2
-// with zb-h1 and with interleaved-1f1b. Buckets of 512 floats straddle tensors, and most of
-// them start while the backward still runs. Bucketed and unbucketed reduction give identical
+// reduced in buckets during the backward, with and without ZeRO-1, reproduce one rank: the same
+// per-step losses and gradient norms over 20 AdamW steps, and the same final weights. At 4 ranks:
+// dp 4, dp 2 x pp 2 (zb-h1, interleaved-1f1b with 2 chunks per stage), dp 2 x tp 2; at 8: dp 2 x pp
+// 2 x tp 2 with zb-h1 and with interleaved-1f1b. Buckets of 512 floats straddle tensors, and most
+// of them start while the backward still runs. Bucketed and unbucketed reduction give identical
 // bits at dp 2 (each element is the sum of two numbers either way).
 //
 // Tolerances (ref = one rank): losses |d| <= 1e-4 |ref| and gradient norms |d| <= 1e-4 |ref| at
@@ -30,6 +30,7 @@ struct Layout {
   int dp = 1, pp = 1, tp = 1;
   std::string schedule = "1f1b";
   int chunks = 1;
+  int zero = 0;
 };
 
 // Sequences per step: 4 micro-batches of 4 sequences, split over the replicas.
@@ -49,6 +50,7 @@ engine::RunConfig config(const Layout& l, const std::string& dir, double bucket_
   c.parallel.schedule = l.schedule;
   c.parallel.chunks = l.chunks;
   c.parallel.grad_bucket_mb = bucket_mb;
+  c.parallel.zero = l.zero;
   c.output.dir = dir;
   c.output.metrics = "";
   c.output.weights = "model.h5";
@@ -57,7 +59,7 @@ engine::RunConfig config(const Layout& l, const std::string& dir, double bucket_
 
 std::string describe(const Layout& l) {
   return "dp " + std::to_string(l.dp) + " x pp " + std::to_string(l.pp) + " x tp " +
-         std::to_string(l.tp) + ", " + l.schedule;
+         std::to_string(l.tp) + ", " + l.schedule + (l.zero ? ", ZeRO-1" : "");
 }
 
 // A directory for all ranks, removed at the end.
@@ -132,13 +134,17 @@ TEST(Layouts, MatchOneRank) {
   const int n = test::world_size();
   ASSERT_TRUE(n == 4 || n == 8) << "register at 4 or 8 ranks";
   if (n == 4) {
-    expect_matches_one_rank({4, 1, 1});
-    expect_matches_one_rank({2, 2, 1, "zb-h1"});
-    expect_matches_one_rank({2, 2, 1, "interleaved-1f1b", 2});
-    expect_matches_one_rank({2, 1, 2});
+    for (int zero : {0, 1}) {
+      expect_matches_one_rank({4, 1, 1, "1f1b", 1, zero});
+      expect_matches_one_rank({2, 2, 1, "zb-h1", 1, zero});
+      expect_matches_one_rank({2, 2, 1, "interleaved-1f1b", 2, zero});
+      expect_matches_one_rank({2, 1, 2, "1f1b", 1, zero});
+    }
   } else {
-    expect_matches_one_rank({2, 2, 2, "zb-h1"});
-    expect_matches_one_rank({2, 2, 2, "interleaved-1f1b", 2});
+    for (int zero : {0, 1}) {
+      expect_matches_one_rank({2, 2, 2, "zb-h1", 1, zero});
+      expect_matches_one_rank({2, 2, 2, "interleaved-1f1b", 2, zero});
+    }
   }
 }
 
@@ -154,6 +160,36 @@ TEST(Layouts, BucketsDuringTheBackwardGiveTheBitsOfOneAllReduce) {
   if (test::world_rank() == 0) {
     EXPECT_EQ(weight_difference(dir.path + "/bucketed/model.h5", dir.path + "/whole/model.h5",
                                 config(l, "", 0).model),
+              0.0);
+  }
+}
+
+// ZeRO-1 against plain data parallelism at dp 2: the reduce-scattered gradient elements are the
+// same sums of two numbers as the all-reduced ones, and AdamW is elementwise, so without
+// clipping the weights and losses are identical bits. The gradient norm is summed over other
+// partial sums (the owned parts, then over the grid), so it differs in its last bits (|d| <=
+// 1e-6 |norm|); with clipping on, that difference reaches the weights through the clip factor.
+TEST(Layouts, ZeroGivesTheBitsOfPlainDataParallelism) {
+  SharedDir dir("zero");
+  Layout plain{2, 2, test::world_size() / 4, "zb-h1"};
+  Layout zero = plain;
+  zero.zero = 1;
+  auto train = [&](const Layout& l, const std::string& out) {
+    engine::RunConfig c = config(l, out, 512.0 * 4 / (1 << 20));
+    c.train.optim.grad_clip = 0.0;
+    parallel::GridOptions o;
+    o.layout = {l.dp, l.pp, l.tp};
+    return engine::train(c, parallel::Grid::create(MPI_COMM_WORLD, o));
+  };
+  const engine::TrainResult a = train(plain, dir.path + "/plain");
+  const engine::TrainResult b = train(zero, dir.path + "/zero");
+  EXPECT_EQ(a.losses, b.losses);
+  ASSERT_EQ(a.grad_norms.size(), b.grad_norms.size());
+  for (std::size_t s = 0; s < a.grad_norms.size(); ++s)
+    EXPECT_NEAR(a.grad_norms[s], b.grad_norms[s], 1e-6 * a.grad_norms[s]) << "step " << s;
+  if (test::world_rank() == 0) {
+    EXPECT_EQ(weight_difference(dir.path + "/plain/model.h5", dir.path + "/zero/model.h5",
+                                config(plain, "", 0).model),
               0.0);
   }
 }
