@@ -22,7 +22,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 sgemm=$(build/bin/bench_sgemm_peak 1024 9 | sed -n 's/.*sgemm_gflops=\([0-9.]*\).*/\1/p')
 echo "single-core SGEMM (1024^3, through layers::matmul): $sgemm GFLOP/s"
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $cores cores, $runs runs each"
+echo "train_vs_torch: commit $(git rev-parse --short HEAD), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $cores cores, $runs runs each"
 printf '%-6s %12s %12s %7s %14s %10s\n' config gridlm_tok/s torch_tok/s ratio model_GFLOP/s MFU
 for cfg in "${configs[@]}"; do
   case $cfg in

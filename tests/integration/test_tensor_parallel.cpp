@@ -6,11 +6,15 @@
 //
 // Tolerances (ref = the tp = 1 value; only the order of floating-point sums differs):
 //   step 1: loss |d| <= 1e-5 |ref|; gradients max|d| <= 1e-4 max|ref| + 1e-7 per tensor
-//   step 20: loss |d| <= 1e-4 |ref|; gradients max|d| <= 1e-2 max|ref| + 1e-6 per tensor
+//   step 20: loss |d| <= 1e-4 |ref|; gradients max|d| <= 5e-5 max|ref| + 1e-7 per tensor
+// fp32 reordering alone needs far less: measured (printed by the test) at most 1.4e-6 of a
+// tensor's largest element at step 1 and 4.4e-6 at step 20, at tp 2 and 4, tied or not; the
+// step-20 bound was 1e-2 before it was measured, and keeps a 10x margin now.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "layers/adamw.hpp"
 #include "layers/gpt.hpp"
@@ -44,6 +48,8 @@ struct Run {
 
 void expect_same_gradients(const GPT& split, parallel::Comm* tp, const GPT& whole, float rel,
                            float abs, const std::string& when) {
+  double largest = 0.0; // of worst / scale over the tensors, printed to state the margin
+  std::string where;
   for (const ParamInfo& p : whole.table().params) {
     const int i = split.table().find(p.name);
     ASSERT_GE(i, 0) << p.name;
@@ -55,6 +61,15 @@ void expect_same_gradients(const GPT& split, parallel::Comm* tp, const GPT& whol
       scale = std::max(scale, std::fabs(ref[j]));
     }
     EXPECT_LE(worst, rel * scale + abs) << when << ": " << p.name;
+    if (scale > 0.0f && worst / scale > largest) {
+      largest = worst / scale;
+      where = p.name;
+    }
+  }
+  if (test::world_rank() == 0) {
+    std::printf("%s: largest gradient difference %.2e of the tensor's largest element (%s); "
+                "tolerance %.0e\n",
+                when.c_str(), largest, where.c_str(), double(rel));
   }
 }
 
@@ -92,7 +107,7 @@ void check(bool tied) {
     const double tol = s == 0 ? 1e-5 : 1e-4;
     EXPECT_NEAR(a, b, tol * b) << "step " << s;
     if (s == 0) expect_same_gradients(*split.gpt, tp.get(), *whole.gpt, 1e-4f, 1e-7f, "step 1");
-    if (s == 19) expect_same_gradients(*split.gpt, tp.get(), *whole.gpt, 1e-2f, 1e-6f, "step 20");
+    if (s == 19) expect_same_gradients(*split.gpt, tp.get(), *whole.gpt, 5e-5f, 1e-7f, "step 20");
   }
   // Replicated parameters: the same gradient on every tensor-parallel rank, bit for bit.
   for (const ParamInfo& p : split.gpt->table().params) {
