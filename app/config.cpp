@@ -93,6 +93,10 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"output", "metrics", "JSON-lines metrics file inside dir (empty: none)", &c.output.metrics},
       {"output", "weights", "final weights, HDF5 with PyTorch names, inside dir (empty: none)",
        &c.output.weights},
+      {"output", "gradients",
+       "HDF5 file inside dir of the first step's gradients, averaged over the data-parallel "
+       "replicas and before clipping, by PyTorch name (empty: none)",
+       &c.output.gradients},
       {"output", "reference_dump",
        "testing: HDF5 file of initial weights, batches and step-0 gradients",
        &c.output.reference_dump},

@@ -24,6 +24,9 @@ namespace gridlm::engine {
 namespace {
 
 constexpr const char* format_name = "gridlm-checkpoint";
+// A gradient file (output.gradients) has the layout of a weights file under another format name,
+// so that nothing loads it as weights.
+constexpr const char* gradients_format_name = "gridlm-gradients";
 constexpr int format_version = 1;
 
 // A parameter as one of this rank's chunks holds it.
@@ -52,32 +55,48 @@ std::vector<Holding> holdings(const PipelineModel& model, const std::string& nam
   return out;
 }
 
-// What one dataset of the file holds, per chunk: parameters or one of the moments.
-enum class Part { params, m, v };
+// What one dataset of the file holds, per chunk: parameters, one of the moments or gradients.
+enum class Part { params, m, v, grads };
 const char* prefix(Part part) {
-  return part == Part::params ? "" : part == Part::m ? "optimizer/m/" : "optimizer/v/";
+  return part == Part::m ? "optimizer/m/" : part == Part::v ? "optimizer/v/" : "";
 }
+
+// Where the parts come from: the model, and the optimizer (moments) or GradSync (gradients).
+struct Sources {
+  const PipelineModel& model;
+  const OptimizerStep* opt = nullptr;
+  GradSync* sync = nullptr;
+};
 
 // This rank's parameters or moments in host memory, one view per chunk: the buffers themselves
 // when the model computes on the host (no copy), else mirrors filled from the device.
 using HostView = Kokkos::View<float*>::HostMirror;
-// Under ZeRO-1 a moment is gathered over dp into a copy (collective over dp: every rank calls
-// this for the same parts in the same order).
-Kokkos::View<float*> buffer(const PipelineModel& model, const OptimizerStep* opt, Part part,
-                            std::size_t c) {
-  return part == Part::params ? model.chunks()[c]->params()
-                              : opt->moment(c, part == Part::m ? 1 : 2);
+// Under ZeRO-1 a moment or the reduced gradients are a copy, gathered over dp for writing
+// (collective over dp: every rank calls this for the same parts in the same order); a moment is
+// left as it is for reading into.
+enum class Use { write, read };
+Kokkos::View<float*> buffer(const Sources& from, Part part, std::size_t c, Use use) {
+  if (part == Part::params) return from.model.chunks()[c]->params();
+  if (part != Part::grads) return from.opt->moment(c, part == Part::m ? 1 : 2, use == Use::write);
+  const Kokkos::View<float*> grads = from.model.chunks()[c]->grads();
+  if (!from.sync->zero()) return grads;
+  Kokkos::View<float*> table("engine::checkpoint::gathered_grads", grads.size());
+  from.sync->gather(c, from.sync->shard_grads(c).data(), table.data());
+  return table;
 }
 
 // `staging` adds the bytes of the host views that are copies, not the buffers themselves.
-std::vector<HostView> to_host(const PipelineModel& model, const OptimizerStep* opt, Part part,
+std::vector<HostView> to_host(const Sources& from, Part part, Use use,
                               std::uint64_t* staging = nullptr) {
   std::vector<HostView> out;
-  for (std::size_t c = 0; c < model.chunks().size(); ++c) {
-    const Kokkos::View<float*> v = buffer(model, opt, part, c);
+  const bool sharded = part == Part::grads    ? from.sync->zero()
+                       : part != Part::params ? from.opt->sharded()
+                                              : false;
+  for (std::size_t c = 0; c < from.model.chunks().size(); ++c) {
+    const Kokkos::View<float*> v = buffer(from, part, c, use);
     out.push_back(Kokkos::create_mirror_view(v));
-    Kokkos::deep_copy(out.back(), v);
-    const bool copy = out.back().data() != v.data() || (part != Part::params && opt->sharded());
+    Kokkos::deep_copy(out.back(), v); // reading: padding rows keep what the buffer holds
+    const bool copy = out.back().data() != v.data() || sharded;
     if (staging != nullptr && copy) *staging += v.size() * sizeof(float);
   }
   return out;
@@ -220,8 +239,8 @@ void write_tensors(io::ParallelFile& f, const PipelineModel& model, const layers
 } // namespace
 
 void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
-                           const layers::ModelConfig& m) {
-  f.write_attribute("/", "format", std::string(format_name));
+                           const layers::ModelConfig& m, const char* format) {
+  f.write_attribute("/", "format", std::string(format != nullptr ? format : format_name));
   f.write_attribute("/", "format_version", std::int64_t(format_version));
   f.write_attribute("/", "gridlm_version", std::string(build::version));
   f.write_attribute("/", "optimizer", std::int64_t(meta.optimizer ? 1 : 0));
@@ -294,19 +313,21 @@ CheckpointMeta read_root_attributes(const io::ParallelFile& f, const std::string
   return meta;
 }
 
-WriteStats write_model_file(const std::string& path, const PipelineModel& model,
-                            const OptimizerStep* optimizer, const CheckpointMeta& meta,
-                            const layers::ModelConfig& config, const parallel::Grid& grid,
-                            const std::string& tokenizer) {
+namespace {
+
+// The file of write_model_file and write_gradient_file: `parts` from `from`, in `format`.
+WriteStats write_file(const std::string& path, const Sources& from, const std::vector<Part>& parts,
+                      const CheckpointMeta& meta, const layers::ModelConfig& config,
+                      const parallel::Grid& grid, const std::string& tokenizer,
+                      const char* format) {
+  const PipelineModel& model = from.model;
   const std::string partial = path + ".partial";
   const layers::ParamTable whole = layers::make_param_table(config);
-  std::vector<Part> parts{Part::params};
-  if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
   // Host staging: the mirrors that are copies, not the model's own buffers.
   std::uint64_t staging = 0;
   std::vector<std::vector<HostView>> host;
   for (Part part : parts)
-    host.push_back(to_host(model, optimizer, part, &staging));
+    host.push_back(to_host(from, part, Use::write, &staging));
   // A write that fails (a full disk) fails on the ranks whose data it carries: they note it and
   // go on taking part in the collective steps with the others, and all agree at the end, so no
   // rank is left waiting and the previous checkpoint stays what `latest` names.
@@ -333,8 +354,8 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
     attempt([&] {
       f.write_attribute("/", "checksums", checksum_text(table));
       CheckpointMeta m = meta;
-      m.optimizer = optimizer != nullptr;
-      write_root_attributes(f, m, config);
+      m.optimizer = from.opt != nullptr;
+      write_root_attributes(f, m, config, format);
       write_tokenizer(f, tokenizer, grid);
       f.flush();
     });
@@ -367,6 +388,25 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
   return WriteStats{stats[0], stats[1]};
 }
 
+} // namespace
+
+WriteStats write_model_file(const std::string& path, const PipelineModel& model,
+                            const OptimizerStep* optimizer, const CheckpointMeta& meta,
+                            const layers::ModelConfig& config, const parallel::Grid& grid,
+                            const std::string& tokenizer) {
+  std::vector<Part> parts{Part::params};
+  if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
+  return write_file(path, Sources{model, optimizer, nullptr}, parts, meta, config, grid, tokenizer,
+                    format_name);
+}
+
+WriteStats write_gradient_file(const std::string& path, const PipelineModel& model, GradSync& sync,
+                               const CheckpointMeta& meta, const layers::ModelConfig& config,
+                               const parallel::Grid& grid) {
+  return write_file(path, Sources{model, nullptr, &sync}, {Part::grads}, meta, config, grid, "",
+                    gradients_format_name);
+}
+
 CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
                                OptimizerStep* optimizer, const layers::ModelConfig& config,
                                const parallel::Grid& grid) {
@@ -375,7 +415,7 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
   if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
   std::vector<std::vector<HostView>> host;
   for (Part part : parts)
-    host.push_back(to_host(model, optimizer, part));
+    host.push_back(to_host(Sources{model, optimizer, nullptr}, part, Use::read));
   CheckpointMeta meta;
   parallel::run_agreed(grid.comm(),
                        [&] { meta = read_header(f, path, config, optimizer != nullptr); });

@@ -34,9 +34,10 @@ struct CheckpointMeta {
 };
 
 // Collective over the file's ranks: the root attributes of a model file (format, version, the
-// run's position and record, the model's shape), all but `checksums`.
+// run's position and record, the model's shape), all but `checksums`. `format`: the format
+// name, when not a checkpoint or weights file's.
 void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
-                           const layers::ModelConfig& m);
+                           const layers::ModelConfig& m, const char* format = nullptr);
 
 // The root attributes of a model file: what the run was, and the model's shape. Throws
 // gridlm::Error naming the file when it is not a gridlm-checkpoint file of this version.
@@ -64,6 +65,14 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
                             const OptimizerStep* optimizer, const CheckpointMeta& meta,
                             const layers::ModelConfig& config, const parallel::Grid& grid,
                             const std::string& tokenizer);
+
+// Collective over the grid, after GradSync::finish: the reduced gradients (the mean over the
+// replicas, before clipping) of every parameter at its global shape and PyTorch name, as a
+// weights file holds the parameters, under the format name "gridlm-gradients" (so it never loads
+// as weights); for comparing layouts and for analysis. Under ZeRO-1 they are gathered over dp.
+WriteStats write_gradient_file(const std::string& path, const PipelineModel& model, GradSync& sync,
+                               const CheckpointMeta& meta, const layers::ModelConfig& config,
+                               const parallel::Grid& grid);
 
 // Collective over the grid: fills the model's parameters (each rank its shards) and, when
 // `optimizer` is given, its moments, from `path`. Throws the same CollectiveError on every rank

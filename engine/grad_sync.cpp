@@ -80,11 +80,12 @@ void GradSync::progress() {
 double GradSync::finish(double loss, parallel::TraceRecorder* trace) {
   if (dp_ == 1) return loss;
   const double start_wait = parallel::steady_seconds();
-  if (buckets_.front().empty()) {
+  const bool whole_buffers = !bucketed_ && !zero_;
+  if (whole_buffers) {
     for (const auto& chunk : model_.chunks())
       grads_->all_reduce(Span<float>(chunk->grads().data(), chunk->grads().size()));
   }
-  timing_.buckets = buckets_.front().empty() ? int(model_.chunks().size()) : 0;
+  timing_.buckets = whole_buffers ? int(model_.chunks().size()) : 0;
   timing_.early = early_;
   early_ = 0;
   for (std::size_t c = 0; c < buckets_.size(); ++c) {

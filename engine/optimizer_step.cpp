@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "layers/kernels.hpp"
 #include "parallel/comm_mpi.hpp"
 
 namespace gridlm::engine {
@@ -83,11 +82,11 @@ std::size_t OptimizerStep::state_bytes() const {
   return n;
 }
 
-Kokkos::View<float*> OptimizerStep::moment(std::size_t c, int which) const {
+Kokkos::View<float*> OptimizerStep::moment(std::size_t c, int which, bool gathered) const {
   const Kokkos::View<float*> state = which == 1 ? adamw_[c]->moment1() : adamw_[c]->moment2();
   if (!sync_.zero()) return state;
   Kokkos::View<float*> table("engine::OptimizerStep::moment", table_sizes_[c]);
-  sync_.gather(c, state.data(), table.data());
+  if (gathered) sync_.gather(c, state.data(), table.data());
   return table;
 }
 

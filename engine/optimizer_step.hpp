@@ -34,8 +34,9 @@ public:
   // Bytes of optimizer state this rank holds.
   std::size_t state_bytes() const;
   // Chunk c's moment (1: m, 2: v) in the chunk's flat layout, for checkpoints: the moment
-  // itself, or under ZeRO a copy gathered over dp (collective over dp).
-  Kokkos::View<float*> moment(std::size_t c, int which) const;
+  // itself, or under ZeRO a copy, gathered over dp (collective over dp) when `gathered`, else
+  // a buffer to read a whole moment into for load_moment().
+  Kokkos::View<float*> moment(std::size_t c, int which, bool gathered = true) const;
   // Sets it from the chunk's flat layout in host memory (each replica keeps its owned parts).
   using HostTable = Kokkos::View<float*>::HostMirror;
   void load_moment(std::size_t c, int which, const HostTable& table);

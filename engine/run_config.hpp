@@ -44,7 +44,8 @@ struct OutputConfig {
   std::string dir = "gridlm-out";        // directory for metrics and weights (created if missing)
   std::string metrics = "metrics.jsonl"; // JSON lines, one per step, inside dir ("" for none)
   std::string weights =
-      "model.h5"; // final weights (HDF5, names as PyTorch) inside dir ("" for none)
+      "model.h5";             // final weights (HDF5, names as PyTorch) inside dir ("" for none)
+  std::string gradients = ""; // the first step's reduced gradients (HDF5, PyTorch names) in dir
   std::string reference_dump = ""; // testing: write initial weights, batches, step-0 gradients
   std::string trace = "";          // Chrome-trace JSON of the first trace_steps steps ("": none)
   int trace_steps = 3;             // steps the trace records

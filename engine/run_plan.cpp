@@ -126,6 +126,7 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
     plan.metrics_path = output_path(config, config.output.metrics);
     plan.weights_path = output_path(config, config.output.weights);
     plan.trace_path = output_path(config, config.output.trace);
+    plan.gradients_path = output_path(config, config.output.gradients);
     if (grid.rank() == 0) make_directory(config.output.dir);
     const CheckpointConfig& k = config.checkpoint;
     if (!k.dir.empty()) {

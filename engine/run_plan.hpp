@@ -24,6 +24,7 @@ struct RunPlan {
   std::string metrics_path;             // output.dir/output.metrics, or "" for none
   std::string weights_path;             // output.dir/output.weights, or "" for none
   std::string trace_path;               // the trace file, or "" for none
+  std::string gradients_path;           // the first step's gradients file, or "" for none
   std::string checkpoint_dir;           // output.dir/checkpoint.dir (exists, writable), or ""
   std::string resume_path;              // the checkpoint to go on from, or "" (a fresh start)
   std::string init_from;                // weights to start from, or ""

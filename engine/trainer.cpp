@@ -93,6 +93,8 @@ public:
     r.loss = grad_sync_.finish(loss, &trace_);
     if (dump_) dump_->step(step, r.loss);
     const OptimizerStep::Result update = optimizer_.apply(model_, step, &trace_);
+    // Before gather_params, which under ZeRO spends the reduced gradients' buffer.
+    if (step == first_step_ && !plan_.gradients_path.empty()) write_gradients(step);
     grad_sync_.gather_params();
     r.dp_in_flight = grad_sync_.last_timing().in_flight;
     r.dp_exposed = grad_sync_.last_timing().exposed;
@@ -168,6 +170,14 @@ private:
     meta_.step = steps;
     meta_.samples_seen = first_samples_ + std::uint64_t(steps - first_step_) * per_step;
     meta_.tokens_seen = meta_.samples_seen * std::uint64_t(config_.model.seq_len);
+  }
+
+  void write_gradients(int step) {
+    advance(step + 1);
+    feed_->stop();
+    write_gradient_file(plan_.gradients_path, model_, grad_sync_, meta_, config_.model, grid_);
+    feed_->restart(step + 1, meta_.samples_seen);
+    report_.wrote("gradients", plan_.gradients_path);
   }
 
   void save(int steps, StepRecord& r) {

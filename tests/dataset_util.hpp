@@ -1,11 +1,12 @@
-// Helpers for the dataset tests: a path all ranks share, a small tokenizer trained on the
-// synthetic corpus, and a dataset of that corpus written collectively (each rank a share of the
-// documents), with what was written kept for comparison.
+// Helpers for the dataset tests: a path and a directory all ranks share, a small tokenizer trained
+// on the synthetic corpus, and a dataset of that corpus written collectively (each rank a share of
+// the documents), with what was written kept for comparison.
 #pragma once
 
 #include <mpi.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,19 @@ inline std::string shared_path(const std::string& stem) {
   MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
   return "/tmp/gridlm_test_" + stem + "_" + std::to_string(id) + ".h5";
 }
+
+// A directory for all ranks, unique per test run, removed at the end.
+struct SharedDir {
+  explicit SharedDir(const std::string& stem) : path(shared_path(stem) + ".d") {}
+  ~SharedDir() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::error_code ec;
+    if (world_rank() == 0) std::filesystem::remove_all(path, ec);
+  }
+  SharedDir(const SharedDir&) = delete;
+  SharedDir& operator=(const SharedDir&) = delete;
+  std::string path;
+};
 
 // Trained once per process, the same on every rank (training is deterministic).
 inline const io::Tokenizer& small_tokenizer() {

@@ -20,17 +20,6 @@ using namespace gridlm;
 
 namespace {
 
-// A directory for all ranks, unique per test run, removed at the end.
-struct SharedDir {
-  explicit SharedDir(const std::string& stem) : path(test::shared_path(stem) + ".d") {}
-  ~SharedDir() {
-    MPI_Barrier(MPI_COMM_WORLD);
-    std::error_code ec;
-    if (test::world_rank() == 0) std::filesystem::remove_all(path, ec);
-  }
-  std::string path;
-};
-
 engine::RunConfig config(const std::string& dir, int steps, int micro_batch) {
   engine::RunConfig c;
   c.model.vocab_size = 304;
@@ -70,7 +59,7 @@ void expect_same_weights(const engine::RunConfig& c, const std::string& a, const
 // 8 steps at once against 4, then 4 more resumed from the checkpoint, in one layout.
 void check_exact_resume(const parallel::GridOptions& layout, MPI_Comm comm, int micro_batch,
                         const std::string& data, const std::string& schedule = "1f1b") {
-  SharedDir full("ckpt_full"), split("ckpt_split");
+  test::SharedDir full("ckpt_full"), split("ckpt_split");
   auto with = [&](engine::RunConfig c) {
     c.data.source = data;
     c.parallel.schedule = schedule;
