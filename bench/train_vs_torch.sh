@@ -23,7 +23,9 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 sgemm=$(build/bin/bench_sgemm_peak 1024 9 | sed -n 's/.*sgemm_gflops=\([0-9.]*\).*/\1/p')
 echo "single-core SGEMM (1024^3, through layers::matmul): $sgemm GFLOP/s"
 echo "train_vs_torch: commit $(git rev-parse --short HEAD), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $cores cores, $runs runs each"
-printf '%-6s %12s %12s %7s %14s %10s\n' config gridlm_tok/s torch_tok/s ratio model_GFLOP/s MFU
+# The ratio cannot pass SGEMM / (PyTorch's model GFLOP/s): both call the same OpenBLAS here.
+printf '%-6s %12s %12s %7s %14s %10s %10s %10s\n' config gridlm_tok/s torch_tok/s ratio \
+  model_GFLOP/s MFU torch_MFU max_ratio
 for cfg in "${configs[@]}"; do
   case $cfg in
     tiny) steps=12 tsteps=8 n=$runs args=(--config configs/tiny.toml) ;;
@@ -49,6 +51,7 @@ for cfg in "${configs[@]}"; do
     else { L=12; C=768; V=50257; T=256 }
     print 6 * (L * 12 * C * C + V * C) + 3 * 4 * L * T * C }')
   awk -v c="$cfg" -v g="$gm" -v t="$tm" -v f="$flops" -v s="$sgemm" 'BEGIN {
-    printf "%-6s %12.0f %12.0f %7.2f %14.1f %9.1f%%\n", c, g, t, g / t, g * f / 1e9, 100 * g * f / 1e9 / s }'
+    printf "%-6s %12.0f %12.0f %7.2f %14.1f %9.1f%% %9.1f%% %10.2f\n", c, g, t, g / t, g * f / 1e9,
+      100 * g * f / 1e9 / s, 100 * t * f / 1e9 / s, s / (t * f / 1e9) }'
   echo "  gridlm runs: ${g[*]}; torch runs: ${t[*]}"
 done

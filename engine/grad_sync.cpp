@@ -28,6 +28,7 @@ GradSync::GradSync(const parallel::Grid& grid, const std::string& backend, Pipel
     shard_grads_.emplace_back("engine::GradSync::shard_grads",
                               zero_ ? shards_.back().state_size : 0);
   }
+  gathers_.resize(model.chunks().size());
 }
 
 void GradSync::start(std::size_t chunk, std::size_t piece) {
@@ -36,6 +37,9 @@ void GradSync::start(std::size_t chunk, std::size_t piece) {
   const ShardPiece& p = shards_[chunk].pieces[piece];
   float* grads = c.grads().data() + p.begin;
   c.fence(); // the gradients are computed, not just queued, before MPI reads them
+  // The gather of the last parameters used the buffers this reduce-scatter writes; a forward
+  // that read all the chunk's parameters has completed it already.
+  wait_gathers(chunk, SIZE_MAX);
   Bucket& b = buckets_[chunk][piece];
   if (!zero_) {
     b.request = grads_->iall_reduce(Span<float>(grads, p.size));
@@ -75,6 +79,47 @@ void GradSync::progress() {
       if (b.started && !b.done) b.done = b.request.test();
     }
   }
+  // The gathers in order: the forward needs the first ones first.
+  for (std::size_t c = 0; c < gathers_.size(); ++c) {
+    std::vector<Gather>& q = gathers_[c];
+    std::size_t done = 0;
+    while (done < q.size() && q[done].request.test())
+      gathered(c, q[done++]);
+    q.erase(q.begin(), q.begin() + long(done));
+  }
+}
+
+void GradSync::params_needed(int chunk, std::size_t until) {
+  if (gathers_left_ == 0) return;
+  wait_gathers(std::size_t(chunk), until);
+  progress();
+}
+
+void GradSync::wait_params() {
+  for (std::size_t c = 0; c < gathers_.size(); ++c)
+    wait_gathers(c, SIZE_MAX);
+}
+
+void GradSync::wait_gathers(std::size_t c, std::size_t until) {
+  std::vector<Gather>& q = gathers_[c];
+  if (q.empty() || shards_[c].pieces[q.front().piece].begin >= until) return;
+  const double start = parallel::steady_seconds();
+  std::size_t done = 0;
+  for (; done < q.size() && shards_[c].pieces[q[done].piece].begin < until; ++done) {
+    q[done].request.wait();
+    gathered(c, q[done]);
+  }
+  q.erase(q.begin(), q.begin() + long(done));
+  gather_wait_ += parallel::steady_seconds() - start;
+}
+
+void GradSync::gathered(std::size_t c, const Gather& g) {
+  const ShardPiece& p = shards_[c].pieces[g.piece];
+  if (p.size != p.block * std::size_t(dp_)) {
+    layers::copy(model_.chunks()[c]->params().data() + p.begin, pad_[c].data(), long(p.size));
+    model_.chunks()[c]->fence();
+  }
+  if (--gathers_left_ == 0) gather_done_ = parallel::steady_seconds();
 }
 
 double GradSync::finish(double loss, parallel::TraceRecorder* trace) {
@@ -106,6 +151,12 @@ double GradSync::finish(double loss, parallel::TraceRecorder* trace) {
   timing_.exposed = end - start_wait;
   timing_.in_flight = end - (first_start_ < 0.0 ? start_wait : first_start_);
   first_start_ = -1.0;
+  // The previous step's parameter gather, completed during this step's forward.
+  timing_.gather_in_flight = gather_done_ > gather_posted_ ? gather_done_ - gather_posted_ : 0.0;
+  timing_.gather_exposed = gather_wait_;
+  timing_.in_flight += timing_.gather_in_flight;
+  timing_.exposed += gather_wait_;
+  gather_posted_ = gather_done_ = gather_wait_ = 0.0;
   if (trace != nullptr) trace->add(parallel::TraceKind::grad_sync, start_wait, end);
   return total[0] / dp_;
 }
@@ -116,6 +167,7 @@ void GradSync::keep_own(std::size_t c, const float* table, float* state) const {
 }
 
 void GradSync::gather(std::size_t c, const float* state, float* table) {
+  wait_gathers(c, SIZE_MAX); // its buffers
   const auto n = std::size_t(dp_);
   std::vector<parallel::Request> requests;
   const ShardPiece* padded = nullptr;
@@ -133,7 +185,10 @@ void GradSync::gather(std::size_t c, const float* state, float* table) {
 
 void GradSync::gather_params() {
   if (!zero_) return;
-  const double start = parallel::steady_seconds();
+  wait_params(); // none is left by a step's forward; the buffers are reused
+  gather_wait_ = 0.0;
+  gather_posted_ = parallel::steady_seconds();
+  const auto n = std::size_t(dp_);
   for (std::size_t c = 0; c < model_.chunks().size(); ++c) {
     float* params = model_.chunks()[c]->params().data();
     // The reduced gradients are spent: their buffer carries the owned parameters out.
@@ -141,11 +196,17 @@ void GradSync::gather_params() {
     layers::fill_zero(own, long(shards_[c].state_size));
     keep_own(c, params, own);
     model_.chunks()[c]->fence();
-    gather(c, own, params);
+    // From the buffer's start, where the forward begins (the pieces run from its end).
+    const std::vector<ShardPiece>& pieces = shards_[c].pieces;
+    for (std::size_t i = pieces.size(); i-- > 0;) {
+      const ShardPiece& p = pieces[i];
+      float* out = p.size == p.block * n ? params + p.begin : pad_[c].data();
+      gathers_[c].push_back({grads_->iall_gather(Span<const float>(own + p.state, p.block),
+                                                 Span<float>(out, p.block * n)),
+                             i});
+      ++gathers_left_;
+    }
   }
-  const double seconds = parallel::steady_seconds() - start;
-  timing_.exposed += seconds;
-  timing_.in_flight += seconds;
 }
 
 } // namespace gridlm::engine

@@ -15,7 +15,11 @@
 //
 // ZeRO-1 (parallel.zero = 1): each bucket is reduce-scattered instead, into this replica's
 // owned part of it (the shard layout of engine/dp_shards), which is all its optimizer updates;
-// gather_params() then all-gathers the updated parameters.
+// gather_params() then starts all-gathering the updated parameters, bucket by bucket from the
+// buffer's start, and the next step's forward waits for each bucket only where it first reads
+// it (Stage::on_params_needed), so the gather overlaps the forward of the layers before it (and,
+// in a pipeline, the wait for the previous stage). Anything else that reads the parameters
+// (validation, a checkpoint, the weights file) calls wait_params() first.
 #pragma once
 
 #include <memory>
@@ -38,10 +42,14 @@ public:
   GradSync(const parallel::Grid& grid, const std::string& backend, PipelineModel& model,
            double bucket_mb, int zero);
 
-  // What the executor's step is given: this, when buckets are reduced during the backward.
-  parallel::GradReduction* during_backward() { return bucketed_ && dp_ > 1 ? this : nullptr; }
+  // What the executor's step is given: this, when buckets are reduced during the backward or
+  // parameters gathered during the forward.
+  parallel::GradReduction* during_step() {
+    return (bucketed_ || zero_) && dp_ > 1 ? this : nullptr;
+  }
   void ready(int chunk, std::size_t from) override;
   void progress() override;
+  void params_needed(int chunk, std::size_t until) override;
   // Collective over dp, after the executor's step: every chunk's gradients summed over the
   // replicas (under ZeRO, this replica's owned parts of them: shard_grads()); returns the mean
   // of `loss` over them. The wait is recorded in `trace` (may be null) as the gradient
@@ -52,8 +60,11 @@ public:
   bool zero() const { return zero_; }
   const ChunkShards& shards(std::size_t c) const { return shards_[c]; }
   Kokkos::View<float*> shard_grads(std::size_t c) const { return shard_grads_[c]; }
-  // Collective over dp, after the optimizer: every replica's owned parameters to all.
+  // Collective over dp, after the optimizer: starts sending every replica's owned parameters
+  // to all; params_needed() or wait_params() completes them.
   void gather_params();
+  // The parameters all there (before anything but the step's forward reads them).
+  void wait_params();
   // Collective over dp: `table` (chunk c's flat layout) from every replica's `state` (its
   // shard layout), e.g. a moment for a checkpoint; and the owned parts of `table` into `state`.
   void gather(std::size_t c, const float* state, float* table);
@@ -64,6 +75,10 @@ public:
     double exposed = 0.0;   // seconds the step waited for it after its ops (and the gather)
     int buckets = 0;        // buckets reduced
     int early = 0;          // of which started during the backward
+    // ZeRO-1: the seconds from the previous step's parameter all-gather posted to its last
+    // bucket received, and of them the seconds this step's forward waited (both included in
+    // in_flight and exposed above).
+    double gather_in_flight = 0.0, gather_exposed = 0.0;
   };
   const Timing& last_timing() const { return timing_; }
   // The data-parallel axis for host scalars (the validation loss).
@@ -75,6 +90,14 @@ private:
     bool started = false, done = false;
   };
   void start(std::size_t chunk, std::size_t piece);
+  // ZeRO-1's parameter all-gather of one bucket, in flight.
+  struct Gather {
+    parallel::Request request;
+    std::size_t piece = 0;
+  };
+  // Completes chunk c's gathers of the buckets that begin before `until`.
+  void wait_gathers(std::size_t c, std::size_t until);
+  void gathered(std::size_t c, const Gather& g); // after its request completed
 
   int dp_ = 1;
   bool bucketed_ = false, zero_ = false;
@@ -84,8 +107,11 @@ private:
   std::vector<std::vector<Bucket>> buckets_;      // per chunk, one per piece
   std::vector<Kokkos::View<float*>> shard_grads_; // ZeRO: [state_size] per chunk
   std::vector<Kokkos::View<float*>> pad_;         // a bucket not divisible by dp, padded
-  double first_start_ = -1.0;                     // steady_seconds() of this step's first bucket
-  int early_ = 0;                                 // buckets this step started during the backward
+  std::vector<std::vector<Gather>> gathers_;      // per chunk, in flight, from the buffer's start
+  std::size_t gathers_left_ = 0;                  // of all chunks
+  double gather_posted_ = 0.0, gather_done_ = 0.0, gather_wait_ = 0.0; // steady_seconds(), s
+  double first_start_ = -1.0; // steady_seconds() of this step's first bucket
+  int early_ = 0;             // buckets this step started during the backward
   Timing timing_;
 };
 

@@ -118,6 +118,10 @@ double Reporter::step(const StepRecord& r) {
       j["dp_exposed_ms"] = r.dp_exposed * 1e3;
       j["dp_buckets"] = r.dp_buckets;
       j["dp_buckets_overlapped"] = r.dp_buckets_overlapped;
+      if (config_.parallel.zero == 1) {
+        j["dp_gather_ms"] = r.dp_gather * 1e3;
+        j["dp_gather_exposed_ms"] = r.dp_gather_exposed * 1e3;
+      }
     }
     if (validated) j["val_loss"] = r.val_loss;
     if (!r.checkpoint_path.empty()) {

@@ -25,15 +25,17 @@ namespace gridlm::engine {
 struct StepRecord {
   int step = 0;
   double loss = 0.0, grad_norm = 0.0, lr = 0.0;
-  double seconds = 0.0;          // wall time of the step
-  double comm_seconds = 0.0;     // waiting for stage transfers and tensor-parallel all-reduces
-  double dp_in_flight = 0.0;     // data-parallel gradient reduction: first bucket to last done
-  double dp_exposed = 0.0;       // of which the step waited for after its ops
-  int dp_buckets = 0;            // gradient buckets reduced over dp
-  int dp_buckets_overlapped = 0; // of which started during the backward
-  double data_wait = 0.0;        // waiting for the batch reader
-  double val_loss = 0.0;         // NaN when no validation ran after this step
-  double tokens_per_s = 0.0;     // the step's throughput, as reported
+  double seconds = 0.0;           // wall time of the step
+  double comm_seconds = 0.0;      // waiting for stage transfers and tensor-parallel all-reduces
+  double dp_in_flight = 0.0;      // data-parallel gradient reduction: first bucket to last done
+  double dp_exposed = 0.0;        // of which the step waited for after its ops
+  int dp_buckets = 0;             // gradient buckets reduced over dp
+  int dp_buckets_overlapped = 0;  // of which started during the backward
+  double dp_gather = 0.0;         // ZeRO-1: parameter all-gather in flight (in dp_in_flight)
+  double dp_gather_exposed = 0.0; // of which the forward waited for (in dp_exposed)
+  double data_wait = 0.0;         // waiting for the batch reader
+  double val_loss = 0.0;          // NaN when no validation ran after this step
+  double tokens_per_s = 0.0;      // the step's throughput, as reported
   parallel::PipelineTiming pipeline;
   std::string checkpoint_path;          // a checkpoint saved after this step ("" for none)
   double checkpoint_seconds = 0.0;      // and the time it took

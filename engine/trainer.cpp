@@ -89,7 +89,7 @@ public:
       };
     }
     const float loss_weight = 1.0f / float(config_.train.grad_accum * grid_.layout().dp);
-    const double loss = pipeline.step(samples, loss_weight, grad_sync_.during_backward());
+    const double loss = pipeline.step(samples, loss_weight, grad_sync_.during_step());
     r.loss = grad_sync_.finish(loss, &trace_);
     if (dump_) dump_->step(step, r.loss);
     const OptimizerStep::Result update = optimizer_.apply(model_, step, &trace_);
@@ -100,6 +100,8 @@ public:
     r.dp_exposed = grad_sync_.last_timing().exposed;
     r.dp_buckets = grad_sync_.last_timing().buckets;
     r.dp_buckets_overlapped = grad_sync_.last_timing().early;
+    r.dp_gather = grad_sync_.last_timing().gather_in_flight;
+    r.dp_gather_exposed = grad_sync_.last_timing().gather_exposed;
     r.grad_norm = update.grad_norm;
     r.lr = update.lr;
     r.seconds = parallel::steady_seconds() - begin;
@@ -110,15 +112,18 @@ public:
       abort_job(
           fmt::format("loss is {} at step {}: training diverged; lower train.lr", r.loss, step));
     }
-    r.val_loss =
-        validation_->due(step) ? validation_->run(pipeline, grad_sync_.scalars()) : std::nan("");
-    if (checkpoints_.due(step)) save(step + 1, r);
+    // ZeRO-1's parameters arrive during the next step's forward; these read them before.
+    const bool validate = validation_->due(step), checkpoint = checkpoints_.due(step);
+    if (validate || checkpoint) grad_sync_.wait_params();
+    r.val_loss = validate ? validation_->run(pipeline, grad_sync_.scalars()) : std::nan("");
+    if (checkpoint) save(step + 1, r);
     r.tokens_per_s = report_.step(r);
     return r;
   }
 
   // After the last step: the weights file, the reference dump, the trace.
   void finish() {
+    grad_sync_.wait_params();
     feed_->stop(); // HDF5 is not thread-safe: the reader thread ends before files are written
     if (!plan_.weights_path.empty()) {
       advance(config_.train.steps);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "layers/adamw.hpp"
@@ -195,6 +196,7 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   const ParamTable& t = table_;
   if (stage_.embedding) {
     check_ids(tokens, "token");
+    params_needed({t.wte, t.wpe});
     Kokkos::deep_copy(sl.tokens, HostTokens(tokens, N));
     // Vocabulary-parallel lookup: each rank its rows, zeros elsewhere, summed over the group.
     token_embedding_forward(sl.encoded, sl.tokens.data(), param(t.wte), B, T, C, t.vocab_begin, Vl);
@@ -207,6 +209,8 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   for (std::size_t l = 0; l < sl.blocks.size(); ++l) {
     const BlockParams& p = t.blocks[l];
     BlockActs& a = sl.blocks[l];
+    params_needed({p.ln1_w, p.ln1_b, p.qkv_w, p.qkv_b, p.attproj_w, p.attproj_b, p.ln2_w, p.ln2_b,
+                   p.fc_w, p.fc_b, p.fcproj_w, p.fcproj_b});
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p.ln1_w), param(p.ln1_b), N,
                       C);
     // Column-parallel QKV: this rank's heads only.
@@ -228,6 +232,7 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   if (!stage_.head) return 0.0;
   check_ids(targets, "target");
   Kokkos::deep_copy(sl.targets, HostTokens(targets, N));
+  params_needed({t.lnf_w, t.lnf_b, t.lm_head});
   layernorm_forward(sl.lnf, sl.lnf_mean, sl.lnf_rstd, residual, param(t.lnf_w), param(t.lnf_b), N,
                     C);
   // Vocabulary-parallel head: this rank's logit columns; the loss reduces three numbers a row.
@@ -353,6 +358,16 @@ void GPT::backward_weights(int slot) {
     linear_backward_weight(grad(p.qkv_w), grad(p.qkv_b), a.d_qkv, a.ln1, N, C, 3 * Cl);
     grads_done_from(p.ln1_w);
   }
+}
+
+void GPT::params_needed(std::initializer_list<int> indices) const {
+  if (!params_needed_) return;
+  std::size_t until = 0;
+  for (int i : indices) {
+    const ParamInfo& p = table_.params[std::size_t(i)];
+    until = std::max(until, p.offset + p.size);
+  }
+  params_needed_(until);
 }
 
 void GPT::grads_done_from(int index) const {

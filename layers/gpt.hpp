@@ -18,6 +18,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "layers/attention.hpp"
 #include "layers/crossentropy.hpp"
@@ -88,6 +89,7 @@ public:
   const float* input_grad() const override { return d_res_; }
   void zero_grad() override;
   void on_grads_done(GradsDone hook) override { grads_done_ = std::move(hook); }
+  void on_params_needed(ParamsNeeded hook) override { params_needed_ = std::move(hook); }
 
   // The rest of parallel::Stage (see parallel/stage.hpp).
   std::size_t boundary_size() const override;
@@ -158,6 +160,8 @@ private:
   void tp_sum(float* data, long n); // all-reduce over the tensor group, timed
   // Tells the hook that gradients from parameter `index` to the end of the buffer are done.
   void grads_done_from(int index) const;
+  // Tells the hook that the forward is about to read parameters `indices`.
+  void params_needed(std::initializer_list<int> indices) const;
   VocabSlice vocab_slice() const;
 
   ModelConfig config_;
@@ -167,6 +171,7 @@ private:
   bool split_ = false;
   double comm_seconds_ = 0.0;
   GradsDone grads_done_;
+  ParamsNeeded params_needed_;
   ParamTable table_;
   int B_ = 0, T_ = 0;
   Kokkos::View<float*> params_, grads_; // [table_.total] each

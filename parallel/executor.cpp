@@ -247,6 +247,11 @@ Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& s
   r.last_end = steady_seconds();
   r.op_seconds.assign(std::size_t(3 * chunks_per_stage_), 0.0); // per chunk: F, B, W
   r.op_count.assign(std::size_t(3 * chunks_per_stage_), 0);
+  if (dp != nullptr) {
+    for (std::size_t c = 0; c < chunks_.size(); ++c)
+      chunks_[c]->on_params_needed(
+          [dp, c = int(c)](std::size_t until) { dp->params_needed(c, until); });
+  }
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     const OpTransfers t = op_transfers(schedule, stage_, op);
@@ -283,6 +288,10 @@ Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& s
     if (trace != nullptr) trace->add(trace_kind(op.kind), op_start, r.last_end, op.micro, op.chunk);
   }
   mail.finish();
+  if (dp != nullptr) {
+    for (Stage* c : chunks_)
+      c->on_params_needed(nullptr);
+  }
   return r;
 }
 

@@ -42,6 +42,9 @@ public:
   virtual void ready(int chunk, std::size_t from) = 0;
   // Between ops: lets transfers in flight progress.
   virtual void progress() = 0;
+  // Chunk `chunk`'s forward is about to read its parameters at flat offsets [0, until): returns
+  // once they are there (called from within every forward of the step).
+  virtual void params_needed(int chunk, std::size_t until) = 0;
 };
 
 class Executor {

@@ -52,6 +52,12 @@ public:
   // range (a tied copy is summed over the pipeline after the last op). An empty hook: none.
   using GradsDone = std::function<void(std::size_t from)>;
   virtual void on_grads_done(GradsDone hook) = 0;
+  // Called back during a forward before each part of the model (the embeddings, each block,
+  // the head) reads its parameters: the forward reads none at or past flat offset `until` of
+  // the parameter buffer before the next call. What lets parameters still arriving (ZeRO-1's
+  // all-gather) be waited for only where they are used. An empty hook: none.
+  using ParamsNeeded = std::function<void(std::size_t until)>;
+  virtual void on_params_needed(ParamsNeeded hook) = 0;
   // This chunk's share of the squared global gradient norm (each tensor counted once over the
   // tensor group and the pipeline).
   virtual double grad_sum_of_squares() const = 0;
