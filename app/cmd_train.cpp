@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "app/config.hpp"
+#include "app/exit_status.hpp"
+#include "engine/job_signals.hpp"
 #include "engine/trainer.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/grid.hpp"
@@ -19,6 +21,7 @@ struct TrainCommand {
   std::string trace;             // Chrome-trace file (output.trace, but relative to here)
   std::string resume;            // checkpoint.resume: a checkpoint (relative to here) or auto
   std::string init_from;         // checkpoint.init_from, relative to here
+  bool dry_run = false;          // check everything a run needs, then exit without training
 };
 
 void run(const TrainCommand& cmd) {
@@ -43,7 +46,28 @@ void run(const TrainCommand& cmd) {
     grid_options.allow_tp_across_nodes = config.parallel.force_tp_across_nodes;
   });
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, grid_options);
+  if (cmd.dry_run) {
+    engine::check_run(config, grid);
+    return;
+  }
+  engine::install_job_signals();
   const engine::TrainResult r = engine::train(config, grid, config_as_toml(config));
+  if (!r.stopped.empty()) {
+    // Every rank sets the status, so that srun and mpiexec report it whichever rank they read.
+    exit_status() = r.checkpoint.empty() ? 1 : exit_checkpointed;
+    if (grid.rank() == 0 && r.checkpoint.empty()) {
+      std::fprintf(stderr,
+                   "gridlm: stopped after step %d of %d (%s) without a checkpoint: "
+                   "checkpoint.dir is not set, so there is nothing to go on from\n",
+                   r.steps_done, config.train.steps, r.stopped.c_str());
+    } else if (grid.rank() == 0) {
+      std::printf("stopped after step %d of %d (%s): checkpoint %s; run the same command with "
+                  "--resume auto to go on (exit status %d)\n",
+                  r.steps_done, config.train.steps, r.stopped.c_str(), r.checkpoint.c_str(),
+                  exit_checkpointed);
+    }
+    return;
+  }
   if (grid.rank() == 0) {
     std::printf("done: loss %.4f -> %.4f, %.0f tokens/s (median)\n", r.first_loss, r.last_loss,
                 r.tokens_per_s);
@@ -68,6 +92,10 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--init-from", cmd->init_from,
                   "Start a new run (step 0, fresh optimizer) from the weights of a checkpoint or "
                   "weights file");
+  sub->add_flag("--dry-run", cmd->dry_run,
+                "Check the configuration, the layout against the allocation, the data file, the "
+                "checkpoint directory and the checkpoint to resume from, and the memory per rank; "
+                "exit without training (status 0 when a run would start)");
   sub->footer("Example: mpiexec -n 4 gridlm train --config run.toml --set train.lr=3e-4\n"
               "'gridlm config' prints every key with its default.");
   sub->callback([cmd] { run(*cmd); });

@@ -43,6 +43,10 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &c.train.eval_batches},
       {"train", "peak_gflops", "per-rank peak GFLOP/s that MFU is reported against",
        &t.peak_gflops},
+      {"train", "exit_margin_minutes",
+       "inside a Slurm job with a time limit: save a checkpoint and stop when less than this is "
+       "left (-1: twice the slowest step and save, plus 10 s)",
+       &t.exit_margin_minutes},
       {"train", "lr", "peak learning rate", &o.lr},
       {"train", "min_lr", "learning rate at the end of the cosine decay", &o.min_lr},
       {"train", "warmup_steps", "steps of linear warmup", &o.warmup_steps},
@@ -325,6 +329,8 @@ void validate(const RunConfig& c) {
   need(t.steps >= 0, "train.steps must not be negative");
   need(t.log_every >= 1, "train.log_every must be positive");
   need(t.peak_gflops > 0, "train.peak_gflops must be positive");
+  need(t.exit_margin_minutes >= 0 || t.exit_margin_minutes == -1,
+       "train.exit_margin_minutes must be -1 (measured) or not negative");
   need(t.optim.lr > 0 && t.optim.min_lr >= 0 && t.optim.min_lr <= t.optim.lr,
        "train.lr must be positive and train.min_lr between 0 and train.lr");
   need(t.optim.warmup_steps >= 0, "train.warmup_steps must not be negative");

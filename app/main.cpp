@@ -14,6 +14,7 @@
 #include "app/cmd_prepare_data.hpp"
 #include "app/cmd_sample.hpp"
 #include "app/cmd_train.hpp"
+#include "app/exit_status.hpp"
 #include "gridlm/version.hpp"
 #include "layers/blas_info.hpp"
 #include "layers/kokkos_runtime.hpp"
@@ -80,5 +81,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     gridlm::abort_job(e.what());
   }
-  return 0;
+  return gridlm::app::exit_status();
 }

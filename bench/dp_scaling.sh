@@ -49,7 +49,7 @@ for model in "${models[@]}"; do
       --set parallel.dp=2 --set parallel.zero=1 | tokens)")
     zexposed+=("$(awk -v e="$(field dp_exposed_ms)" -v s="$(field ms_per_step)" 'BEGIN {print 100 * e / s}')")
     hidden+=("$(awk -v e="$(field dp_gather_exposed_ms)" -v g="$(field dp_gather_ms)" \
-      'BEGIN {print g > 0 ? 100 * (1 - e / g) : 0}')")
+      'BEGIN {print (g > 0 ? 100 * (1 - e / g) : 0)}')")
     tp+=("$(mpiexec -n 2 "$gridlm" train "${common[@]}" --set train.micro_batch=$B \
       --set parallel.dp=1 --set parallel.tp=2 | tokens)")
     pp+=("$(mpiexec -n 2 "$gridlm" train "${common[@]}" --set train.micro_batch=$((B / 2)) \

@@ -407,6 +407,14 @@ WriteStats write_gradient_file(const std::string& path, const PipelineModel& mod
                     gradients_format_name);
 }
 
+CheckpointMeta read_model_header(const std::string& path, const layers::ModelConfig& config,
+                                 const parallel::Grid& grid, bool want_optimizer) {
+  io::ParallelFile f = io::ParallelFile::open_read(grid.comm(), path);
+  CheckpointMeta meta;
+  parallel::run_agreed(grid.comm(), [&] { meta = read_header(f, path, config, want_optimizer); });
+  return meta;
+}
+
 CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
                                OptimizerStep* optimizer, const layers::ModelConfig& config,
                                const parallel::Grid& grid) {

@@ -74,6 +74,11 @@ WriteStats write_gradient_file(const std::string& path, const PipelineModel& mod
                                const CheckpointMeta& meta, const layers::ModelConfig& config,
                                const parallel::Grid& grid);
 
+// Collective over the grid: the root attributes of `path`, checked as read_model_file checks
+// them (format, version, model shape, moments when `want_optimizer`), without reading a tensor.
+CheckpointMeta read_model_header(const std::string& path, const layers::ModelConfig& config,
+                                 const parallel::Grid& grid, bool want_optimizer);
+
 // Collective over the grid: fills the model's parameters (each rank its shards) and, when
 // `optimizer` is given, its moments, from `path`. Throws the same CollectiveError on every rank
 // for a file that is missing, not a gridlm model file, of another format version, of another

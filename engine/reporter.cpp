@@ -25,15 +25,16 @@ std::string bytes(std::size_t b) {
 
 } // namespace
 
-Reporter::Reporter(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid)
+Reporter::Reporter(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid,
+                   bool metrics)
     : config_(config), plan_(plan), grid_(grid) {
   const auto& t = config.train;
   const double per_step =
       double(t.micro_batch) * config.model.seq_len * t.grad_accum * grid.layout().dp;
   flops_per_step_ = layers::flops_per_token(config.model) * per_step;
   tokens_per_step_ = per_step;
-  if (grid.rank() == 0 && !plan.metrics_path.empty()) {
-    metrics_.open(plan.metrics_path, std::ios::trunc);
+  if (grid.rank() == 0 && metrics && !plan.metrics_path.empty()) {
+    metrics_.open(plan.metrics_path, plan.resume_path.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics_) abort_job(fmt::format("cannot write metrics file '{}'", plan.metrics_path));
   }
 }
@@ -175,6 +176,10 @@ void Reporter::resumed(const std::string& path, const CheckpointMeta& meta, doub
 
 void Reporter::wrote(const char* what, const std::string& path) const {
   if (grid_.rank() == 0 && !path.empty()) std::printf("%s: %s\n", what, path.c_str());
+}
+
+void Reporter::note(const std::string& line) const {
+  if (grid_.rank() == 0 && !line.empty()) std::printf("%s\n", line.c_str());
 }
 
 } // namespace gridlm::engine

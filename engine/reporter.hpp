@@ -41,12 +41,16 @@ struct StepRecord {
   double checkpoint_seconds = 0.0;      // and the time it took
   std::uint64_t checkpoint_bytes = 0;   // and its size
   std::uint64_t checkpoint_staging = 0; // and the most host memory a rank staged it in
+  bool stop = false;                    // the job is ending: the run stops after this step
+  std::string stop_reason;              // why (a signal, the time limit)
 };
 
 class Reporter {
 public:
-  // Opens the metrics file on rank 0 (ends the job naming it when it cannot be written).
-  Reporter(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid);
+  // Opens the metrics file on rank 0 (ends the job naming it when it cannot be written), unless
+  // `metrics` is false; a resumed run appends to it.
+  Reporter(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid,
+           bool metrics = true);
   // Collective over the grid: the start-up report.
   void startup(const PipelineModel& model, const io::TokenSource& data,
                std::size_t optimizer_bytes);
@@ -56,6 +60,8 @@ public:
   void resumed(const std::string& path, const CheckpointMeta& meta, double seconds) const;
   // "name: path" once a file is written (rank 0).
   void wrote(const char* what, const std::string& path) const;
+  // One line of the log (rank 0; nothing for "").
+  void note(const std::string& line) const;
 
 private:
   const RunConfig& config_;

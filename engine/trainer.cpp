@@ -13,12 +13,14 @@
 #include "engine/comm_backend.hpp"
 #include "engine/data.hpp"
 #include "engine/grad_sync.hpp"
+#include "engine/job_control.hpp"
 #include "engine/optimizer_step.hpp"
 #include "engine/pipeline_model.hpp"
 #include "engine/reference_dump.hpp"
 #include "engine/reporter.hpp"
 #include "engine/run_plan.hpp"
 #include "engine/validation.hpp"
+#include "layers/parameters.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/stage_layout.hpp"
@@ -40,7 +42,10 @@ std::unique_ptr<parallel::Comm> transfer_comm(const RunPlan& plan, const paralle
 
 class Run {
 public:
-  Run(const RunConfig& config, const parallel::Grid& grid, const std::string& config_text)
+  // `dry`: only what comes before the first step, and of the checkpoint to start from only its
+  // header (check_run).
+  Run(const RunConfig& config, const parallel::Grid& grid, const std::string& config_text,
+      bool dry = false)
       : config_(config), grid_(grid), plan_(plan_run(config, grid)), data_(open_data(config, grid)),
         trace_(grid, plan_.trace_path.empty() ? 0 : config.output.trace_steps),
         tp_(make_axis_comm(grid, parallel::Axis::tp, plan_.backend)),
@@ -49,10 +54,13 @@ public:
                transfer_comm(plan_, grid)),
         grad_sync_(grid, plan_.backend, model_, config.parallel.grad_bucket_mb,
                    config.parallel.zero),
-        optimizer_(plan_.optim, model_, grad_sync_, grid), report_(config, plan_, grid),
-        checkpoints_(config, plan_, grid) {
-    start();
+        optimizer_(plan_.optim, model_, grad_sync_, grid), report_(config, plan_, grid, !dry),
+        checkpoints_(config, plan_, grid),
+        job_(config, grid, layers::make_param_table(config.model).total * 3 * sizeof(float)) {
+    start(dry);
     report_.startup(model_, *data_.train, optimizer_.state_bytes());
+    report_.note(job_.describe());
+    if (dry) return;
     if (plan_.reference_dump) {
       dump_ = std::make_unique<ReferenceDump>(config, plan_.optim, *model_.chunks()[0]);
     }
@@ -117,15 +125,17 @@ public:
     if (validate || checkpoint) grad_sync_.wait_params();
     r.val_loss = validate ? validation_->run(pipeline, grad_sync_.scalars()) : std::nan("");
     if (checkpoint) save(step + 1, r);
+    answer_job(step, r);
     r.tokens_per_s = report_.step(r);
     return r;
   }
 
-  // After the last step: the weights file, the reference dump, the trace.
-  void finish() {
+  // After the last step: the weights file (not when the run stopped early: its checkpoint holds
+  // them), the reference dump, the trace.
+  void finish(bool complete) {
     grad_sync_.wait_params();
     feed_->stop(); // HDF5 is not thread-safe: the reader thread ends before files are written
-    if (!plan_.weights_path.empty()) {
+    if (complete && !plan_.weights_path.empty()) {
       advance(config_.train.steps);
       write_model_file(plan_.weights_path, model_, nullptr, meta_, config_.model, grid_,
                        data_.tokenizer);
@@ -139,7 +149,18 @@ public:
 private:
   // Where the run starts: step 0, or where a checkpoint left off (--resume), with the weights
   // of a file (--init-from) or initialised.
-  void start() {
+  void start(bool dry) {
+    if (dry) {
+      if (!plan_.resume_path.empty()) {
+        meta_ = read_model_header(plan_.resume_path, config_.model, grid_, true);
+        check_same_data(meta_);
+        first_step_ = meta_.step;
+        report_.note(fmt::format("dry run: would resume from {}", plan_.resume_path));
+      } else if (!plan_.init_from.empty()) {
+        read_model_header(plan_.init_from, config_.model, grid_, false);
+      }
+      return;
+    }
     if (!plan_.resume_path.empty()) {
       const double begin = parallel::steady_seconds();
       meta_ = read_model_file(plan_.resume_path, model_, &optimizer_, config_.model, grid_);
@@ -177,6 +198,23 @@ private:
     meta_.tokens_seen = meta_.samples_seen * std::uint64_t(config_.model.seq_len);
   }
 
+  // A signal or the job's time limit: a checkpoint now, unless this step saved one, and for a
+  // stop the end of the run.
+  void answer_job(int step, StepRecord& r) {
+    const JobControl::Decision job = job_.after_step(r.seconds, r.checkpoint_seconds);
+    if (!job.save) return;
+    const bool last = step == config_.train.steps - 1;
+    if (!checkpoints_.enabled()) {
+      report_.note(fmt::format("step {}: {} asks for a checkpoint, but checkpoint.dir is not set",
+                               step + 1, job.reason));
+    } else if (r.checkpoint_path.empty()) {
+      grad_sync_.wait_params();
+      save(step + 1, r);
+    }
+    r.stop = job.stop && !last;
+    r.stop_reason = job.reason;
+  }
+
   void write_gradients(int step) {
     advance(step + 1);
     feed_->stop();
@@ -207,6 +245,7 @@ private:
   OptimizerStep optimizer_;
   Reporter report_;
   Checkpointer checkpoints_;
+  JobControl job_;
   std::unique_ptr<ReferenceDump> dump_;
   std::unique_ptr<Validation> validation_;
   std::unique_ptr<BatchFeed> feed_;
@@ -217,10 +256,20 @@ private:
 
 } // namespace
 
+void check_run(const RunConfig& config, const parallel::Grid& grid) {
+  Run run(config, grid, "", true);
+  if (grid.rank() == 0) {
+    std::printf("dry run: configuration, layout, data, checkpoints and memory are fine; "
+                "%d steps would run from step %d\n",
+                config.train.steps - run.first_step(), run.first_step());
+  }
+}
+
 TrainResult train(const RunConfig& config, const parallel::Grid& grid,
                   const std::string& config_text) {
   Run run(config, grid, config_text);
   TrainResult result;
+  result.steps_done = run.first_step();
   std::vector<double> rates;
   for (int step = run.first_step(); step < config.train.steps; ++step) {
     const StepRecord r = run.step(step);
@@ -230,13 +279,19 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     result.dp_buckets_overlapped += r.dp_buckets_overlapped;
     if (std::isfinite(r.val_loss)) result.val_losses.emplace_back(step, r.val_loss);
     if (step > run.first_step()) rates.push_back(r.tokens_per_s);
+    result.steps_done = step + 1;
+    if (r.stop) {
+      result.stopped = r.stop_reason;
+      result.checkpoint = r.checkpoint_path;
+      break;
+    }
   }
   if (!result.losses.empty()) {
     result.first_loss = result.losses.front();
     result.last_loss = result.losses.back();
   }
   result.tokens_per_s = median(rates);
-  run.finish();
+  run.finish(result.stopped.empty());
   return result;
 }
 

@@ -25,7 +25,19 @@ struct TrainResult {
   int dp_buckets = 0;             // data-parallel gradient buckets per step (this rank)
   int dp_buckets_overlapped = 0;  // of which started during the backward, over all steps
   std::vector<std::pair<int, double>> val_losses; // (step, validation loss) when evaluated
+  int steps_done = 0;     // optimizer steps done, counting those of the run it resumed
+  std::string stopped;    // why the run stopped before train.steps ("" when it did not)
+  std::string checkpoint; // the checkpoint it saved then ("" when checkpoint.dir is not set)
 };
+
+// Collective over the grid: everything a run checks before its first step, in seconds and
+// without training (gridlm train --dry-run): the layout and schedule, the data file and its
+// vocabulary, checkpoint.dir (created and writable), the header of the checkpoint that --resume
+// or --init-from starts from (format, model shape, moments, data), the job's time limit, and the
+// memory per rank: the model, gradients and optimizer state are allocated as the run would
+// (the start-up report shows them), so a layout that does not fit fails here. Throws the same
+// CollectiveError on every rank for what is wrong.
+void check_run(const RunConfig& config, const parallel::Grid& grid);
 
 // Collective over the grid. The configuration must be validated; `config_text` (its TOML, for
 // the record) goes into checkpoints. A resumed run's result holds the steps it ran.

@@ -1,0 +1,77 @@
+// Agreeing on when to save and stop before the job ends.
+#include "engine/job_control.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/job_deadline.hpp"
+#include "engine/job_signals.hpp"
+#include "parallel/agree.hpp"
+#include "parallel/comm_mpi.hpp"
+#include "parallel/trace.hpp"
+
+namespace gridlm::engine {
+
+JobControl::JobControl(const RunConfig& config, const parallel::Grid& grid,
+                       std::uint64_t checkpoint_bytes)
+    : grid_(grid), margin_minutes_(config.train.exit_margin_minutes),
+      first_save_guess_(5.0 + double(checkpoint_bytes) / double(100 << 20)) {
+  parallel::run_agreed(grid.comm(), [&] {
+    if (grid.rank() != 0) return;
+    if (const std::optional<JobDeadline> d = read_job_deadline()) {
+      deadline_ = parallel::steady_seconds() + d->seconds_left;
+      source_ = d->source;
+    }
+  });
+}
+
+double JobControl::margin() const {
+  if (margin_minutes_ >= 0.0) return margin_minutes_ * 60.0;
+  const double save = slowest_save_ > 0.0 ? slowest_save_ : first_save_guess_;
+  return 2.0 * slowest_step_ + 2.0 * save + 10.0;
+}
+
+JobControl::Decision JobControl::after_step(double step_seconds, double save_seconds) {
+  slowest_step_ = std::max(slowest_step_, step_seconds);
+  slowest_save_ = std::max(slowest_save_, save_seconds);
+  const PendingSignal signal = take_job_signal();
+  // [what the signals ask (0 none, 1 save, 2 stop) and the signal; the time limit is near]
+  std::vector<int> mine{static_cast<int>(signal.request), signal.signal, 0};
+  double left = 0.0;
+  if (deadline_ >= 0.0) {
+    left = deadline_ - parallel::steady_seconds();
+    mine[2] = left <= margin() ? 1 : 0;
+  }
+  std::vector<int> all = mine;
+  parallel::MpiComm world(parallel::borrow_comm(grid_.comm()));
+  world.all_reduce(Span<int>(all), parallel::ReduceOp::max);
+  Decision d;
+  if (all[0] > 0) {
+    d.save = true;
+    d.stop = all[0] == static_cast<int>(SignalRequest::stop);
+    // The signal's name as some rank saw it (the largest number, if they differ).
+    d.reason = signal_name(all[1]);
+  }
+  if (all[2] != 0) {
+    d.save = d.stop = true;
+    d.reason = grid_.rank() == 0 ? fmt::format("the job's time limit in {:.0f} s (margin {:.0f} s)",
+                                               left, margin())
+                                 : "the job's time limit";
+  }
+  return d;
+}
+
+std::string JobControl::describe() const {
+  if (deadline_ < 0.0) return "";
+  const double left = deadline_ - parallel::steady_seconds();
+  const std::string margin_text =
+      margin_minutes_ >= 0.0 ? fmt::format("{:.0f} s (train.exit_margin_minutes)", margin())
+                             : fmt::format("measured, {:.0f} s before the first step", margin());
+  return fmt::format("job ends in {:.1f} min (from {}); saves and stops when less than the exit "
+                     "margin is left: {}",
+                     left / 60.0, source_, margin_text);
+}
+
+} // namespace gridlm::engine

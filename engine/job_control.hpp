@@ -1,0 +1,45 @@
+// engine::JobControl: the end of the batch job, answered at step boundaries. After every step
+// the ranks agree (one all-reduce of two integers) on what the job asks: a signal any rank
+// received (engine/job_signals), or, on rank 0's clock, that the job's time limit
+// (engine/job_deadline) is nearer than the exit margin, so that the run saves a checkpoint and
+// stops while it still can even when no signal arrives. The margin is train.exit_margin_minutes,
+// or by default what the run has measured: twice its slowest step, twice its slowest save (before
+// the first, 5 s plus the checkpoint's size at 100 MiB/s) and 10 s to exit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/run_config.hpp"
+#include "parallel/grid.hpp"
+
+namespace gridlm::engine {
+
+class JobControl {
+public:
+  // Collective over the grid: rank 0 reads the job's end. `checkpoint_bytes`: the size of one
+  // checkpoint, for the margin before the first save is measured.
+  JobControl(const RunConfig& config, const parallel::Grid& grid, std::uint64_t checkpoint_bytes);
+
+  struct Decision {
+    bool save = false;  // save a checkpoint now
+    bool stop = false;  // and end the run (the job is ending)
+    std::string reason; // why, in words ("SIGUSR1", "the job's time limit in 40 s")
+  };
+  // Collective over the grid, after a step that took `step_seconds`; `save_seconds` is the
+  // time of a save this step made (0 when none).
+  Decision after_step(double step_seconds, double save_seconds);
+
+  // For the start-up report (rank 0): when the job ends and the margin, or "" with no deadline.
+  std::string describe() const;
+
+private:
+  double margin() const; // seconds
+  const parallel::Grid& grid_;
+  double margin_minutes_ = -1.0; // train.exit_margin_minutes; < 0: measured
+  double deadline_ = -1.0;       // rank 0: steady_seconds() when the job ends; < 0: none
+  std::string source_;           // where the deadline came from
+  double first_save_guess_ = 0.0, slowest_step_ = 0.0, slowest_save_ = 0.0;
+};
+
+} // namespace gridlm::engine

@@ -1,0 +1,26 @@
+// engine/job_deadline: when the batch job this process runs in will be ended by its time limit,
+// learnt from the allocation rather than from the user: Slurm's SLURM_JOB_END_TIME (Unix time,
+// in the job's environment where the Slurm release sets it) when present, else `squeue -h -j
+// $SLURM_JOB_ID -o %L` (the time left). Nothing outside a Slurm job (no SLURM_JOB_ID), or for a
+// job without a time limit.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace gridlm::engine {
+
+struct JobDeadline {
+  double seconds_left = 0.0; // from the moment it was read
+  std::string source;        // where it came from, for the start-up report
+};
+
+// Reads it now (one rank is enough: it is the job's). Throws gridlm::Error when Slurm's answer
+// cannot be understood.
+std::optional<JobDeadline> read_job_deadline();
+
+// Slurm's time format of `squeue -o %L`: [days-][hours:]minutes:seconds, or UNLIMITED /
+// NOT_SET / INVALID (no limit: nullopt). Throws gridlm::Error naming the text otherwise.
+std::optional<double> parse_slurm_duration(const std::string& text);
+
+} // namespace gridlm::engine

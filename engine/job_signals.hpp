@@ -1,0 +1,30 @@
+// engine/job_signals: the signals a batch system sends a running job, kept as requests that the
+// step loop answers at its next step boundary (engine::JobControl). SIGUSR1 (what
+// `#SBATCH --signal=USR1@N` sends) and SIGTERM (Slurm's time limit and preemption; SIGKILL
+// follows after KillWait, 30 s by default) ask for a checkpoint and a clean stop; SIGUSR2 for a
+// checkpoint and going on. A handler only stores the signal's number in a std::sig_atomic_t: no
+// allocation, no I/O, no MPI. A repeated SIGTERM does not end the process early (a rank may get
+// one from slurmstepd and one forwarded, and a rank that died mid-save would lose the save);
+// Slurm's SIGKILL after KillWait does, and SIGINT (Ctrl-C) keeps its default action.
+#pragma once
+
+namespace gridlm::engine {
+
+// What the signals received so far ask of the run.
+enum class SignalRequest : int { none = 0, save = 1, stop = 2 };
+
+struct PendingSignal {
+  SignalRequest request = SignalRequest::none;
+  int signal = 0; // the signal that asked for it (SIGUSR1, SIGTERM, SIGUSR2), 0 for none
+};
+
+// Installs the handlers for SIGUSR1, SIGUSR2 and SIGTERM (idempotent); `gridlm train` does.
+void install_job_signals();
+
+// The strongest request since the last call (stop over save), and clears it.
+PendingSignal take_job_signal();
+
+// "SIGUSR1" and the like, for messages.
+const char* signal_name(int signal);
+
+} // namespace gridlm::engine

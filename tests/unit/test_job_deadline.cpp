@@ -1,0 +1,52 @@
+// Reading the job's end from Slurm (engine/job_deadline): squeue's time-left format in all its
+// forms, the words for "no limit", text that is not a duration, and SLURM_JOB_END_TIME, which
+// wins over squeue.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <string>
+
+#include "engine/job_deadline.hpp"
+#include "parallel/diagnostics.hpp"
+
+using namespace gridlm::engine;
+
+TEST(JobDeadline, ReadsSqueueTimeLeft) {
+  EXPECT_EQ(parse_slurm_duration("0:45"), 45.0);
+  EXPECT_EQ(parse_slurm_duration("12:05"), 12 * 60.0 + 5);
+  EXPECT_EQ(parse_slurm_duration("3:59:58"), 3 * 3600.0 + 59 * 60 + 58);
+  EXPECT_EQ(parse_slurm_duration("2-01:00:00"), 2 * 86400.0 + 3600);
+  EXPECT_EQ(parse_slurm_duration(" 1:00\n"), 60.0);
+}
+
+TEST(JobDeadline, NoLimitIsNone) {
+  for (const char* none : {"UNLIMITED", "NOT_SET", "INVALID", "Partition_Limit"})
+    EXPECT_FALSE(parse_slurm_duration(none).has_value()) << none;
+}
+
+TEST(JobDeadline, OtherTextIsAnError) {
+  for (const char* bad : {"", "soon", "12", "1:2:3:4", "1:xx", "a-1:00", "-1:00"}) {
+    try {
+      parse_slurm_duration(bad);
+      ADD_FAILURE() << "'" << bad << "' was read as a duration";
+    } catch (const gridlm::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("[days-][hours:]minutes:seconds"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(JobDeadline, JobEndTimeFromTheEnvironment) {
+  unsetenv("SLURM_JOB_ID");
+  unsetenv("SLURM_JOB_END_TIME");
+  EXPECT_FALSE(read_job_deadline().has_value()) << "outside a Slurm job";
+  setenv("SLURM_JOB_ID", "42", 1);
+  setenv("SLURM_JOB_END_TIME", std::to_string(std::time(nullptr) + 600).c_str(), 1);
+  const auto d = read_job_deadline();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_NEAR(d->seconds_left, 600.0, 2.0);
+  EXPECT_EQ(d->source, "SLURM_JOB_END_TIME");
+  unsetenv("SLURM_JOB_ID");
+  unsetenv("SLURM_JOB_END_TIME");
+}
