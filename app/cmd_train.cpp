@@ -7,6 +7,7 @@
 
 #include "app/config.hpp"
 #include "app/exit_status.hpp"
+#include "app/slurm.hpp"
 #include "engine/job_signals.hpp"
 #include "engine/trainer.hpp"
 #include "parallel/agree.hpp"
@@ -39,6 +40,8 @@ void run(const TrainCommand& cmd) {
     if (!cmd.init_from.empty()) {
       config.checkpoint.init_from = std::filesystem::absolute(cmd.init_from).string();
     }
+    config.output.dir = expand_job_id(config.output.dir);
+    config.checkpoint.dir = expand_job_id(config.checkpoint.dir);
     validate(config);
     grid_options.layout.dp = parallel::parse_axis("parallel.dp", config.parallel.dp);
     grid_options.layout.pp = parallel::parse_axis("parallel.pp", config.parallel.pp);
@@ -46,6 +49,9 @@ void run(const TrainCommand& cmd) {
     grid_options.allow_tp_across_nodes = config.parallel.force_tp_across_nodes;
   });
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, grid_options);
+  if (const auto slurm = read_slurm_environment(); slurm && grid.rank() == 0) {
+    std::printf("%s\n", describe_slurm(*slurm, grid.size()).c_str());
+  }
   if (cmd.dry_run) {
     engine::check_run(config, grid);
     return;

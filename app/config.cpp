@@ -93,7 +93,9 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "reduce-scattered, each replica updates and holds 1/dp of the state, parameters "
        "all-gathered)",
        &c.parallel.zero},
-      {"output", "dir", "directory for metrics and weights (created if missing)", &c.output.dir},
+      {"output", "dir",
+       "directory for metrics and weights (created if missing); {job_id} is the Slurm job's id",
+       &c.output.dir},
       {"output", "metrics", "JSON-lines metrics file inside dir (empty: none)", &c.output.metrics},
       {"output", "weights", "final weights, HDF5 with PyTorch names, inside dir (empty: none)",
        &c.output.weights},
@@ -109,7 +111,8 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &c.output.trace},
       {"output", "trace_steps", "training steps the trace records", &c.output.trace_steps},
       {"checkpoint", "dir",
-       "directory of checkpoints (step-NNNNNN.h5 and latest), inside output.dir (empty: none)",
+       "directory of checkpoints (step-NNNNNN.h5 and latest), inside output.dir (empty: none); "
+       "{job_id} is the Slurm job's id (the same when requeued)",
        &c.checkpoint.dir},
       {"checkpoint", "every", "save every this many steps (0: by time and at the end only)",
        &c.checkpoint.every},

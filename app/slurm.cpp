@@ -27,6 +27,16 @@ std::optional<SlurmInfo> read_slurm_environment() {
   return info;
 }
 
+std::string expand_job_id(const std::string& path) {
+  static const std::string key = "{job_id}";
+  std::string id = env("SLURM_JOB_ID");
+  if (id.empty()) id = "local";
+  std::string out = path;
+  for (std::size_t at = out.find(key); at != std::string::npos; at = out.find(key, at + id.size()))
+    out.replace(at, key.size(), id);
+  return out;
+}
+
 std::string describe_slurm(const SlurmInfo& info, int world_size) {
   auto or_unset = [](const std::string& s) { return s.empty() ? std::string("unset") : s; };
   std::string line = fmt::format("slurm: job {}, {} nodes ({}), {} tasks, tasks per node {}",

@@ -18,6 +18,10 @@ struct SlurmInfo {
 // Empty when not running under Slurm (no SLURM_JOB_ID).
 std::optional<SlurmInfo> read_slurm_environment();
 
+// `path` with every "{job_id}" replaced by the Slurm job's id (the same when the job is
+// requeued), or by "local" outside a Slurm job.
+std::string expand_job_id(const std::string& path);
+
 // One line for the start-up report; adds a warning when SLURM_NTASKS differs from `world_size`
 // (for instance the binary was started without srun inside an allocation).
 std::string describe_slurm(const SlurmInfo& info, int world_size);

@@ -43,7 +43,7 @@ struct ParallelConfig {
 };
 
 struct OutputConfig {
-  std::string dir = "gridlm-out";        // directory for metrics and weights (created if missing)
+  std::string dir = "gridlm-out";        // directory for metrics and weights; {job_id}: Slurm's
   std::string metrics = "metrics.jsonl"; // JSON lines, one per step, inside dir ("" for none)
   std::string weights =
       "model.h5";             // final weights (HDF5, names as PyTorch) inside dir ("" for none)

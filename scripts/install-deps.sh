@@ -18,6 +18,7 @@ packages=(
   libsentencepiece-dev
   fortunes
   python3 python3-torch python3-h5py python3-numpy
+  slurmctld slurmd slurm-client munge
   clang libclang-rt-dev
 )
 

@@ -31,20 +31,7 @@ wait_steps() {
 }
 # Sends a signal to every rank of the run writing into $1 (its processes, not mpiexec's).
 signal_ranks() { pkill "-$2" -f "^[^ ]*gridlm train .*output\.dir=$1( |$)"; }
-# Whether two weights files hold the same bits in every tensor.
-same_weights() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import sys
-
-import h5py
-import numpy as np
-
-with h5py.File(sys.argv[1]) as a, h5py.File(sys.argv[2]) as b:
-    names = [n for n in a if isinstance(a[n], h5py.Dataset)]
-    same = [n for n in names if n in b and np.array_equal(a[n][()], b[n][()])]
-    print(f"weights: {len(same)} of {len(names)} tensors identical")
-PY
-}
+same_weights() { /usr/bin/python3 "$(dirname "$0")/same_weights.py" "$1" "$2"; }
 case $mode in
   signal)
     start --set checkpoint.dir=ck --set output.dir="$work/stopped"

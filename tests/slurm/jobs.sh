@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The job scripts under a real Slurm (tests/slurm/cluster.sh: two nodes on this machine),
+# submitted with sbatch as a user would:
+#   grid       jobscripts/grid.sbatch on 2 nodes x 2 tasks: each tensor group inside a node;
+#   prepare    jobscripts/prepare-data.sbatch on 2 nodes: a corpus tokenized into one dataset;
+#   limit      train.sbatch with a 1-minute time limit for a run of about 1.5 minutes: it saves a
+#              checkpoint before the limit (no signal), exits 75, requeues itself, resumes and
+#              finishes; the final weights equal an uninterrupted run's, bit for bit;
+#   signal     `scancel --signal=USR1` mid-run: a checkpoint, a requeue, the end of the run;
+#   badconfig  a configuration with an error fails within seconds, its error in the job output;
+#   crash      one rank is killed mid-run: the whole job ends within seconds.
+# Usage: jobs.sh MODE GRIDLM SOURCE_DIR WORKDIR   (with SLURM_CONF set to the cluster's)
+set -u
+mode=$1 gridlm=$2 src=$3 work=$4
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work" || exit 1
+cp "$src/tests/slurm/run.toml" .
+log() { echo "jobs.sh: $*"; }
+# Until job $1 has left the queue (done, failed or cancelled), at most $2 seconds. Slurm holds
+# a requeued job for about two minutes (Reason=BeginTime); the test lets it start as soon as
+# the previous run's step daemons are gone (a new step of the same id started while the old
+# one still cleans up loses its PMI socket to that cleanup).
+wait_job() {
+  local state="" info
+  for ((i = 0; i < $2 * 4; i++)); do
+    info=$(scontrol show job "$1" -o 2>/dev/null)
+    state=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<<"$info")
+    if [[ $state == PENDING && $info == *Reason=BeginTime* ]] &&
+      ! pgrep -f "slurmstepd: \[$1\." >/dev/null; then
+      scontrol update JobId="$1" StartTime=now && log "job $1 requeued; let it start now"
+    fi
+    case $state in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | "")
+        log "job $1 ended: ${state:-gone}"
+        return 0
+        ;;
+    esac
+    sleep 0.25
+  done
+  log "job $1 still $state after $2 s"
+  scancel "$1"
+  return 1
+}
+# Until the run's metrics have $1 lines.
+wait_steps() {
+  for _ in $(seq 1200); do
+    [[ -f out/metrics.jsonl && $(wc -l <out/metrics.jsonl) -ge $1 ]] && return 0
+    sleep 0.25
+  done
+  log "the run did not reach step $1"
+  return 1
+}
+submit() { sbatch --parsable --chdir="$work" --export=ALL,GRIDLM="$gridlm",GRIDLM_MODE=cpu "$@"; }
+same_weights() { /usr/bin/python3 "$src/tests/cli/same_weights.py" "$1" "$2"; }
+train=$src/jobscripts/train.sbatch
+export GRIDLM_CONFIG=run.toml
+case $mode in
+  grid)
+    job=$(PATH=$(dirname "$gridlm"):$PATH submit --nodes=2 --ntasks-per-node=2 \
+      "$src/jobscripts/grid.sbatch")
+    wait_job "$job" 60
+    cat gridlm-grid-"$job".out
+    ;;
+  prepare)
+    job=$(GRIDLM_CORPUS=$src/tests/cli/corpus GRIDLM_DATASET=data/corpus.h5 GRIDLM_VOCAB=200 \
+      submit --nodes=2 --ntasks-per-node=1 "$src/jobscripts/prepare-data.sbatch" \
+      --valid-fraction 0.2)
+    wait_job "$job" 120
+    cat gridlm-prepare-data-"$job".out
+    "$gridlm" prepare-data --help >/dev/null && h5ls data/corpus.h5
+    ;;
+  limit)
+    # SIGCONT in place of the script's SIGUSR1, which Slurm would send at once to a job shorter
+    # than its 5 minutes: only the time limit may stop this run.
+    t0=$(date +%s)
+    job=$(submit --nodes=2 --ntasks-per-node=1 --time=1 --signal=CONT@5 "$train")
+    wait_job "$job" 600
+    log "$(($(date +%s) - t0)) s in all"
+    cat gridlm-train-"$job".out
+    # The same run without a stop, with the job's one BLAS thread per rank.
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 timeout 300 mpiexec -n 2 "$gridlm" train \
+      --config run.toml --set output.dir=whole --set checkpoint.dir= >/dev/null
+    same_weights out/model.h5 whole/model.h5
+    ;;
+  signal)
+    job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=400)
+    wait_steps 100
+    scancel --signal=USR1 "$job"
+    log "sent SIGUSR1 to job $job"
+    wait_job "$job" 400
+    cat gridlm-train-"$job".out
+    ;;
+  badconfig)
+    echo 'bogus_key = 1' >>run.toml
+    t0=$(date +%s)
+    job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train")
+    wait_job "$job" 120
+    log "ended $(($(date +%s) - t0)) s after submission"
+    cat gridlm-train-"$job".out
+    ;;
+  crash)
+    job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=100000)
+    wait_steps 50
+    pkill -KILL -n -f "^[^ ]*gridlm train --config run.toml"
+    t0=$(date +%s)
+    log "killed the newest rank of job $job"
+    wait_job "$job" 120
+    log "job ended $(($(date +%s) - t0)) s after the kill"
+    cat gridlm-train-"$job".out
+    ;;
+esac
