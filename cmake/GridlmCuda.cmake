@@ -4,7 +4,11 @@
 # built with that TPL for a CUDA Kokkos (what the Spack recipe's +cuda asks for); the CUDA check
 # build of scripts/build.sh, against Debian's Serial Kokkos, does not use it at all. It must
 # compile and link on machines without a GPU (CI does exactly that); running needs a GPU.
-if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+# nvcc: CMAKE_CUDA_COMPILER, else $CUDACXX, else the one on PATH (a module's, Spack's); only
+# when there is none of them the usual /usr/local/cuda.
+find_program(gridlm_nvcc_on_path nvcc)
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND NOT gridlm_nvcc_on_path
+   AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
 endif()
 set(CMAKE_CUDA_ARCHITECTURES ${GRIDLM_CUDA_ARCHITECTURES})

@@ -1,7 +1,7 @@
 # Spack recipe for gridlm: how clusters install it.
 #   spack repo add <gridlm checkout>/spack
-#   spack install gridlm            # CPU: MPI + Kokkos (OpenMP or Serial) + BLAS
-#   spack install gridlm +cuda +nccl cuda_arch=90
+#   spack dev-build gridlm@main     # from that checkout (no release tarball exists yet)
+#   spack dev-build gridlm@main +cuda +nccl cuda_arch=90
 from spack.package import *
 
 
@@ -14,10 +14,17 @@ class Gridlm(CMakePackage, CudaPackage):
 
     version("main", branch="main")
 
+    variant(
+        "native",
+        default=False,
+        description="Compile for the build machine's CPU (-march=native); off by default, since "
+        "a binary built on a login node may not run on compute nodes of another CPU",
+    )
     variant("nccl", default=True, when="+cuda", description="NCCL communication backend")
     variant("tests", default=False, description="Build the GoogleTest suite")
 
     depends_on("cmake@3.20:", type="build")
+    depends_on("c", type="build")  # CMakeLists.txt enables C (MPI's and HDF5's C interfaces)
     depends_on("cxx", type="build")
     depends_on("mpi")
     depends_on("hdf5+mpi")
@@ -33,15 +40,25 @@ class Gridlm(CMakePackage, CudaPackage):
     depends_on("nccl", when="+nccl")
     depends_on("kokkos+cuda+wrapper", when="+cuda")
     depends_on("kokkos-kernels+cuda+cublas", when="+cuda")
+    # The GPU architecture reaches every CUDA dependency, as in other Kokkos-based recipes.
+    for arch in CudaPackage.cuda_arch_values:
+        depends_on(f"kokkos cuda_arch={arch}", when=f"+cuda cuda_arch={arch}")
+        depends_on(f"kokkos-kernels cuda_arch={arch}", when=f"+cuda cuda_arch={arch}")
+        depends_on(f"nccl cuda_arch={arch}", when=f"+nccl cuda_arch={arch}")
 
     def cmake_args(self):
         args = [
             self.define_from_variant("GRIDLM_ENABLE_CUDA", "cuda"),
             self.define_from_variant("GRIDLM_ENABLE_NCCL", "nccl"),
             self.define_from_variant("GRIDLM_BUILD_TESTS", "tests"),
+            self.define_from_variant("GRIDLM_NATIVE_ARCH", "native"),
             self.define("GRIDLM_BUILD_BENCH", False),
         ]
         if self.spec.satisfies("+cuda"):
+            # Kokkos' compiler wrapper compiles the Kokkos code for the device; nvcc is the
+            # spec's CUDA, wherever Spack or a module put it.
+            args.append(self.define("CMAKE_CXX_COMPILER", self["kokkos"].kokkos_cxx))
+            args.append(self.define("CMAKE_CUDA_COMPILER", self.spec["cuda"].prefix.bin.nvcc))
             archs = self.spec.variants["cuda_arch"].value
             args.append(self.define("GRIDLM_CUDA_ARCHITECTURES", ";".join(archs)))
         if self.spec.satisfies("+nccl"):
