@@ -161,6 +161,13 @@ double GradSync::finish(double loss, parallel::TraceRecorder* trace) {
   return total[0] / dp_;
 }
 
+std::size_t GradSync::buffer_bytes() const {
+  std::size_t n = 0;
+  for (std::size_t c = 0; c < shard_grads_.size(); ++c)
+    n += shard_grads_[c].size() + pad_[c].size();
+  return n * sizeof(float);
+}
+
 void GradSync::keep_own(std::size_t c, const float* table, float* state) const {
   for (const ShardPiece& p : shards_[c].pieces)
     layers::copy(state + p.state, table + p.own_begin, long(p.own_size));

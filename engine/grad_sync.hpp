@@ -81,6 +81,8 @@ public:
     double gather_in_flight = 0.0, gather_exposed = 0.0;
   };
   const Timing& last_timing() const { return timing_; }
+  // Bytes of the buffers this holds besides the model's: ZeRO-1's reduced shard and padded copy.
+  std::size_t buffer_bytes() const;
   // The data-parallel axis for host scalars (the validation loss).
   parallel::Comm& scalars() { return *scalars_; }
 

@@ -40,9 +40,10 @@ Reporter::Reporter(const RunConfig& config, const RunPlan& plan, const parallel:
 }
 
 void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
-                       std::size_t optimizer_bytes) {
+                       std::size_t optimizer_bytes, std::size_t reduction_bytes) {
   layers::MemoryReport mem = model.memory();
   mem.optimizer = optimizer_bytes;
+  mem.gradients += reduction_bytes;
   const std::size_t total = mem.weights + mem.gradients + mem.optimizer + mem.activations;
   // Stages differ (embedding, head, activation slots): rank 0 reports the largest too, the
   // lowest rank among equals.

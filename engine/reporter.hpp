@@ -51,9 +51,11 @@ public:
   // `metrics` is false; a resumed run appends to it.
   Reporter(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid,
            bool metrics = true);
-  // Collective over the grid: the start-up report.
-  void startup(const PipelineModel& model, const io::TokenSource& data,
-               std::size_t optimizer_bytes);
+  // Collective over the grid: the start-up report. `reduction_bytes`: the gradient buffers of
+  // the data-parallel reduction besides the model's (ZeRO-1's reduced shard), counted as
+  // gradients.
+  void startup(const PipelineModel& model, const io::TokenSource& data, std::size_t optimizer_bytes,
+               std::size_t reduction_bytes);
   // The step's metrics line and readable lines. Returns the step's tokens/s.
   double step(const StepRecord& r);
   // "resumed from PATH at step N" (rank 0).

@@ -58,7 +58,7 @@ public:
         checkpoints_(config, plan_, grid),
         job_(config, grid, layers::make_param_table(config.model).total * 3 * sizeof(float)) {
     start(dry);
-    report_.startup(model_, *data_.train, optimizer_.state_bytes());
+    report_.startup(model_, *data_.train, optimizer_.state_bytes(), grad_sync_.buffer_bytes());
     report_.note(job_.describe());
     if (dry) return;
     if (plan_.reference_dump) {
