@@ -64,7 +64,8 @@ void run(const TrainCommand& cmd) {
     if (grid.rank() == 0 && r.checkpoint.empty()) {
       std::fprintf(stderr,
                    "gridlm: stopped after step %d of %d (%s) without a checkpoint: "
-                   "checkpoint.dir is not set, so there is nothing to go on from\n",
+                   "checkpoint.dir is not set, so there is nothing to go on from (the weights "
+                   "of this step are in output.weights)\n",
                    r.steps_done, config.train.steps, r.stopped.c_str());
     } else if (grid.rank() == 0) {
       std::printf("stopped after step %d of %d (%s): checkpoint %s; run the same command with "

@@ -37,12 +37,13 @@ JobControl::Decision JobControl::after_step(double step_seconds, double save_sec
   slowest_step_ = std::max(slowest_step_, step_seconds);
   slowest_save_ = std::max(slowest_save_, save_seconds);
   const PendingSignal signal = take_job_signal();
-  // [what the signals ask (0 none, 1 save, 2 stop) and the signal; the time limit is near]
-  std::vector<int> mine{static_cast<int>(signal.request), signal.signal, 0};
+  // [what the signals ask (0 none, 1 save, 2 stop) x 100 + the signal that asked it; the time
+  // limit is near]: the maximum over the ranks is the strongest request and one of its signals.
+  std::vector<int> mine{static_cast<int>(signal.request) * 100 + signal.signal, 0};
   double left = 0.0;
   if (deadline_ >= 0.0) {
     left = deadline_ - parallel::steady_seconds();
-    mine[2] = left <= margin() ? 1 : 0;
+    mine[1] = left <= margin() ? 1 : 0;
   }
   std::vector<int> all = mine;
   parallel::MpiComm world(parallel::borrow_comm(grid_.comm()));
@@ -50,11 +51,10 @@ JobControl::Decision JobControl::after_step(double step_seconds, double save_sec
   Decision d;
   if (all[0] > 0) {
     d.save = true;
-    d.stop = all[0] == static_cast<int>(SignalRequest::stop);
-    // The signal's name as some rank saw it (the largest number, if they differ).
-    d.reason = signal_name(all[1]);
+    d.stop = all[0] / 100 == static_cast<int>(SignalRequest::stop);
+    d.reason = signal_name(all[0] % 100);
   }
-  if (all[2] != 0) {
+  if (all[1] != 0) {
     d.save = d.stop = true;
     d.reason = grid_.rank() == 0 ? fmt::format("the job's time limit in {:.0f} s (margin {:.0f} s)",
                                                left, margin())

@@ -8,11 +8,14 @@ namespace gridlm::engine {
 namespace {
 
 volatile std::sig_atomic_t stop_signal = 0; // SIGUSR1 or SIGTERM, once received
-volatile std::sig_atomic_t save_signal = 0; // SIGUSR2, once received
+// SIGUSR2s received, only ever increased by the handler: one arriving while take_job_signal()
+// reads it is seen at the next call, not lost.
+volatile std::sig_atomic_t saves_asked = 0;
+std::sig_atomic_t saves_answered = 0;
 
 extern "C" void on_job_signal(int signal) {
   if (signal == SIGUSR2) {
-    save_signal = signal;
+    saves_asked = saves_asked + 1;
     return;
   }
   stop_signal = signal;
@@ -31,13 +34,14 @@ void install_job_signals() {
 
 PendingSignal take_job_signal() {
   PendingSignal p;
+  const std::sig_atomic_t asked = saves_asked;
   if (stop_signal != 0) {
     p = {SignalRequest::stop, stop_signal};
-  } else if (save_signal != 0) {
-    p = {SignalRequest::save, save_signal};
+  } else if (asked != saves_answered) {
+    p = {SignalRequest::save, SIGUSR2};
   }
-  // A stop is kept until answered (the run ends); a save is answered once per signal.
-  save_signal = 0;
+  // A stop is kept until answered (the run ends); saves asked so far are answered by this one.
+  saves_answered = asked;
   return p;
 }
 

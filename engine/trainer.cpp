@@ -125,17 +125,17 @@ public:
     if (validate || checkpoint) grad_sync_.wait_params();
     r.val_loss = validate ? validation_->run(pipeline, grad_sync_.scalars()) : std::nan("");
     if (checkpoint) save(step + 1, r);
-    answer_job(step, r);
+    answer_job(step, r, parallel::steady_seconds() - begin);
     r.tokens_per_s = report_.step(r);
     return r;
   }
 
-  // After the last step: the weights file (not when the run stopped early: its checkpoint holds
-  // them), the reference dump, the trace.
-  void finish(bool complete) {
+  // After the last step: the weights file (unless `weights` is false), the reference dump, the
+  // trace.
+  void finish(bool weights) {
     grad_sync_.wait_params();
     feed_->stop(); // HDF5 is not thread-safe: the reader thread ends before files are written
-    if (complete && !plan_.weights_path.empty()) {
+    if (weights && !plan_.weights_path.empty()) {
       advance(config_.train.steps);
       write_model_file(plan_.weights_path, model_, nullptr, meta_, config_.model, grid_,
                        data_.tokenizer);
@@ -200,8 +200,9 @@ private:
 
   // A signal or the job's time limit: a checkpoint now, unless this step saved one, and for a
   // stop the end of the run.
-  void answer_job(int step, StepRecord& r) {
-    const JobControl::Decision job = job_.after_step(r.seconds, r.checkpoint_seconds);
+  // `seconds`: the whole step's, validation and a save included.
+  void answer_job(int step, StepRecord& r, double seconds) {
+    const JobControl::Decision job = job_.after_step(seconds, r.checkpoint_seconds);
     if (!job.save) return;
     const bool last = step == config_.train.steps - 1;
     if (!checkpoints_.enabled()) {
@@ -291,7 +292,8 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     result.last_loss = result.losses.back();
   }
   result.tokens_per_s = median(rates);
-  run.finish(result.stopped.empty());
+  // Stopped early with a checkpoint: it holds the weights; without one, the weights file does.
+  run.finish(result.stopped.empty() || result.checkpoint.empty());
   return result;
 }
 

@@ -7,7 +7,8 @@
 #   deadline  a Slurm job whose time limit ends 20 s after the start (SLURM_JOB_ID and
 #             SLURM_JOB_END_TIME, as Slurm sets them) with train.exit_margin_minutes = 0.25: the
 #             run stops by itself with status 75 before the limit, no signal sent;
-#   nodir     SIGTERM to a run without checkpoint.dir: status 1 and a message naming why.
+#   nodir     SIGTERM to a run without checkpoint.dir: status 1, a message naming why, and the
+#             weights of that step in the weights file.
 # Usage: job_stop.sh signal|save|deadline|nodir GRIDLM MPIEXEC CONFIG WORKDIR
 set -u
 mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5
@@ -73,5 +74,6 @@ case $mode in
     signal_ranks "$work/nodir" TERM
     wait $pid
     echo "run: exit status $?"
+    echo "weights file: $(ls "$work/nodir/model.h5")"
     ;;
 esac
