@@ -58,8 +58,8 @@ public:
                std::size_t reduction_bytes);
   // The step's metrics line and readable lines. Returns the step's tokens/s.
   double step(const StepRecord& r);
-  // "resumed from PATH at step N" (rank 0).
-  void resumed(const std::string& path, const CheckpointMeta& meta, double seconds) const;
+  // "resumed from PATH at step N" (rank 0); drops the metrics lines of the steps after it.
+  void resumed(const std::string& path, const CheckpointMeta& meta, double seconds);
   // "name: path" once a file is written (rank 0).
   void wrote(const char* what, const std::string& path) const;
   // One line of the log (rank 0; nothing for "").
