@@ -75,7 +75,10 @@ void run(const TrainCommand& cmd) {
     }
     return;
   }
-  if (grid.rank() == 0) {
+  if (grid.rank() == 0 && r.losses.empty()) {
+    std::printf("done: the run had already reached step %d of %d\n", r.steps_done,
+                config.train.steps);
+  } else if (grid.rank() == 0) {
     std::printf("done: loss %.4f -> %.4f, %.0f tokens/s (median)\n", r.first_loss, r.last_loss,
                 r.tokens_per_s);
   }

@@ -14,7 +14,9 @@ set -u
 mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5
 rm -rf "$work"
 mkdir -p "$work"
-steps=400
+steps=2000
+# One BLAS thread per rank, as in a job: the same bits from run to run whatever the load.
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # The training command, in the background; its metrics say how far it got.
 start() {
   timeout 120 "$mpiexec" -n 2 "$gridlm" train --config "$config" --set train.steps=$steps \

@@ -9,6 +9,8 @@
 set -euo pipefail
 action=$1 dir=$(realpath -m "$2")
 cpus=${GRIDLM_SLURM_CPUS:-2} # per node: the tests run 2 tasks on each
+port=${GRIDLM_SLURM_PORT:-16817} # slurmctld's; the nodes' are the next two (another value lets two
+                                 # test runs share a machine)
 
 stop() {
   for pid in "$dir"/*.pid; do
@@ -42,7 +44,7 @@ munged --force --key-file="$key" --socket="$socket" --pid-file="$dir/munged.pid"
 cat >"$dir/slurm.conf" <<CONF
 ClusterName=gridlm-test
 SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=16817
+SlurmctldPort=$port
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -67,8 +69,8 @@ MessageTimeout=20
 JobRequeue=1
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=16821 CPUs=$cpus State=UNKNOWN
-NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=16822 CPUs=$cpus State=UNKNOWN
+NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((port + 1)) CPUs=$cpus State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((port + 2)) CPUs=$cpus State=UNKNOWN
 PartitionName=test Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF=$dir/slurm.conf

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The job scripts under a real Slurm (tests/slurm/cluster.sh: two nodes on this machine),
 # submitted with sbatch as a user would:
-#   grid       jobscripts/grid.sbatch on 2 nodes x 2 tasks: each tensor group inside a node;
+#   grid       jobscripts/grid.sbatch on 2 nodes x 2 tasks: --tp auto fills a node, and each
+#              tensor group is inside one node;
 #   prepare    jobscripts/prepare-data.sbatch on 2 nodes: a corpus tokenized into one dataset;
 #   limit      train.sbatch with a 1-minute time limit for a run of about 1.5 minutes: it saves a
 #              checkpoint before the limit (no signal), exits 75, requeues itself, resumes and
 #              finishes; the final weights equal an uninterrupted run's, bit for bit;
 #   signal     `scancel --signal=USR1` mid-run: a checkpoint, a requeue, the end of the run;
+#   campaign   two jobs of the same name chained with --dependency=singleton: the first finishes
+#              a short run, the second finds it done and exits at once;
 #   badconfig  a configuration with an error fails within seconds, its error in the job output;
 #   crash      one rank is killed mid-run: the whole job ends within seconds.
 # Usage: jobs.sh MODE GRIDLM SOURCE_DIR WORKDIR   (with SLURM_CONF set to the cluster's)
@@ -21,15 +24,22 @@ log() { echo "jobs.sh: $*"; }
 # a requeued job for about two minutes (Reason=BeginTime); the test lets it start as soon as
 # the previous run's step daemons are gone (a new step of the same id started while the old
 # one still cleans up loses its PMI socket to that cleanup).
+# Also released: the other jobs in `watch` (a campaign's).
+watch=()
+release() {
+  local info
+  info=$(scontrol show job "$1" -o 2>/dev/null)
+  if [[ $info == *JobState=PENDING* && $info == *Reason=BeginTime* ]] &&
+    ! pgrep -f "slurmstepd: \[$1\." >/dev/null; then
+    scontrol update JobId="$1" StartTime=now && log "job $1 requeued; let it start now"
+  fi
+}
 wait_job() {
   local state="" info
   for ((i = 0; i < $2 * 4; i++)); do
+    for other in ${watch[@]+"${watch[@]}"} "$1"; do release "$other"; done
     info=$(scontrol show job "$1" -o 2>/dev/null)
     state=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<<"$info")
-    if [[ $state == PENDING && $info == *Reason=BeginTime* ]] &&
-      ! pgrep -f "slurmstepd: \[$1\." >/dev/null; then
-      scontrol update JobId="$1" StartTime=now && log "job $1 requeued; let it start now"
-    fi
     case $state in
       COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | "")
         log "job $1 ended: ${state:-gone}"
@@ -82,6 +92,20 @@ case $mode in
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 timeout 300 mpiexec -n 2 "$gridlm" train \
       --config run.toml --set output.dir=whole --set checkpoint.dir= >/dev/null
     same_weights out/model.h5 whole/model.h5
+    ;;
+  campaign)
+    # A requeued job still counts for the singleton, so the chain is tested on a run that ends
+    # within its first job (the time-limit test covers the requeues).
+    sed -i 's/^steps = .*/steps = 300/' run.toml
+    first=$(submit --nodes=2 --ntasks-per-node=1 --time=10 --dependency=singleton "$train")
+    second=$(submit --nodes=2 --ntasks-per-node=1 --time=10 --dependency=singleton "$train")
+    watch=("$first" "$second")
+    wait_job "$first" 300
+    wait_job "$second" 300
+    grep -Eq "step +300/300" gridlm-train-"$first".out && log "campaign: job $first ran the run"
+    grep -q "0 steps would run from step 300" gridlm-train-"$second".out &&
+      log "campaign: job $second found the run done"
+    cat gridlm-train-"$second".out
     ;;
   signal)
     job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=400)
