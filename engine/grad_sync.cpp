@@ -22,7 +22,7 @@ GradSync::GradSync(const parallel::Grid& grid, const std::string& backend, Pipel
     buckets_.emplace_back(bucketed_ || zero_ ? shards_.back().pieces.size() : 0);
     std::size_t pad = 0;
     for (const ShardPiece& p : shards_.back().pieces) {
-      if (p.size != p.block * std::size_t(dp_)) pad = std::max(pad, p.block * std::size_t(dp_));
+      if (padded(p)) pad = std::max(pad, p.block * std::size_t(dp_));
     }
     pad_.emplace_back("engine::GradSync::pad", zero_ ? pad : 0);
     shard_grads_.emplace_back("engine::GradSync::shard_grads",
@@ -44,16 +44,16 @@ void GradSync::start(std::size_t chunk, std::size_t piece) {
   if (!zero_) {
     b.request = grads_->iall_reduce(Span<float>(grads, p.size));
   } else {
-    const std::size_t padded = p.block * std::size_t(dp_);
+    const std::size_t blocks = p.block * std::size_t(dp_);
     const float* in = grads;
-    if (padded != p.size) {
+    if (padded(p)) {
       float* pad = pad_[chunk].data();
       layers::copy(pad, grads, long(p.size));
-      layers::fill_zero(pad + p.size, long(padded - p.size));
+      layers::fill_zero(pad + p.size, long(blocks - p.size));
       c.fence();
       in = pad;
     }
-    b.request = grads_->ireduce_scatter(Span<const float>(in, padded),
+    b.request = grads_->ireduce_scatter(Span<const float>(in, blocks),
                                         Span<float>(shard_grads_[chunk].data() + p.state, p.block));
   }
   b.started = true;
@@ -114,11 +114,8 @@ void GradSync::wait_gathers(std::size_t c, std::size_t until) {
 }
 
 void GradSync::gathered(std::size_t c, const Gather& g) {
-  const ShardPiece& p = shards_[c].pieces[g.piece];
-  if (p.size != p.block * std::size_t(dp_)) {
-    layers::copy(model_.chunks()[c]->params().data() + p.begin, pad_[c].data(), long(p.size));
-    model_.chunks()[c]->fence();
-  }
+  unpad(c, g.piece, model_.chunks()[c]->params().data());
+  model_.chunks()[c]->fence();
   if (--gathers_left_ == 0) gather_done_ = parallel::steady_seconds();
 }
 
@@ -173,21 +170,30 @@ void GradSync::keep_own(std::size_t c, const float* table, float* state) const {
     layers::copy(state + p.state, table + p.own_begin, long(p.own_size));
 }
 
+bool GradSync::padded(const ShardPiece& p) const { return p.size != p.block * std::size_t(dp_); }
+
+parallel::Request GradSync::post_gather(std::size_t c, std::size_t piece, const float* state,
+                                        float* table) {
+  const ShardPiece& p = shards_[c].pieces[piece];
+  float* out = padded(p) ? pad_[c].data() : table + p.begin;
+  return grads_->iall_gather(Span<const float>(state + p.state, p.block),
+                             Span<float>(out, p.block * std::size_t(dp_)));
+}
+
+void GradSync::unpad(std::size_t c, std::size_t piece, float* table) const {
+  const ShardPiece& p = shards_[c].pieces[piece];
+  if (padded(p)) layers::copy(table + p.begin, pad_[c].data(), long(p.size));
+}
+
 void GradSync::gather(std::size_t c, const float* state, float* table) {
   wait_gathers(c, SIZE_MAX); // its buffers
-  const auto n = std::size_t(dp_);
   std::vector<parallel::Request> requests;
-  const ShardPiece* padded = nullptr;
-  for (const ShardPiece& p : shards_[c].pieces) {
-    const bool even = p.size == p.block * n;
-    if (!even) padded = &p;
-    float* out = even ? table + p.begin : pad_[c].data();
-    requests.push_back(grads_->iall_gather(Span<const float>(state + p.state, p.block),
-                                           Span<float>(out, p.block * n)));
+  for (std::size_t i = 0; i < shards_[c].pieces.size(); ++i)
+    requests.push_back(post_gather(c, i, state, table));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    requests[i].wait();
+    unpad(c, i, table);
   }
-  for (parallel::Request& r : requests)
-    r.wait();
-  if (padded != nullptr) layers::copy(table + padded->begin, pad_[c].data(), long(padded->size));
 }
 
 void GradSync::gather_params() {
@@ -195,7 +201,6 @@ void GradSync::gather_params() {
   wait_params(); // none is left by a step's forward; the buffers are reused
   gather_wait_ = 0.0;
   gather_posted_ = parallel::steady_seconds();
-  const auto n = std::size_t(dp_);
   for (std::size_t c = 0; c < model_.chunks().size(); ++c) {
     float* params = model_.chunks()[c]->params().data();
     // The reduced gradients are spent: their buffer carries the owned parameters out.
@@ -204,13 +209,8 @@ void GradSync::gather_params() {
     keep_own(c, params, own);
     model_.chunks()[c]->fence();
     // From the buffer's start, where the forward begins (the pieces run from its end).
-    const std::vector<ShardPiece>& pieces = shards_[c].pieces;
-    for (std::size_t i = pieces.size(); i-- > 0;) {
-      const ShardPiece& p = pieces[i];
-      float* out = p.size == p.block * n ? params + p.begin : pad_[c].data();
-      gathers_[c].push_back({grads_->iall_gather(Span<const float>(own + p.state, p.block),
-                                                 Span<float>(out, p.block * n)),
-                             i});
+    for (std::size_t i = shards_[c].pieces.size(); i-- > 0;) {
+      gathers_[c].push_back({post_gather(c, i, own, params), i});
       ++gathers_left_;
     }
   }

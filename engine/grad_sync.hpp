@@ -97,6 +97,12 @@ private:
     parallel::Request request;
     std::size_t piece = 0;
   };
+  // A bucket that does not divide by dp goes through pad_ (at most one per chunk).
+  bool padded(const ShardPiece& p) const;
+  // Starts all-gathering bucket `piece` of chunk c from every replica's `state` (shard layout)
+  // into `table` (flat layout), or into pad_ for a padded bucket, which unpad() then copies out.
+  parallel::Request post_gather(std::size_t c, std::size_t piece, const float* state, float* table);
+  void unpad(std::size_t c, std::size_t piece, float* table) const;
   // Completes chunk c's gathers of the buckets that begin before `until`.
   void wait_gathers(std::size_t c, std::size_t until);
   void gathered(std::size_t c, const Gather& g); // after its request completed

@@ -170,26 +170,28 @@ double Reporter::step(const StepRecord& r) {
   return rate;
 }
 
+void Reporter::keep_metrics_before(int step) {
+  metrics_.close();
+  std::vector<std::string> kept;
+  {
+    std::ifstream in(plan_.metrics_path);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.contains("step") && j["step"].get<int>() < step)
+        kept.push_back(line);
+    }
+  }
+  metrics_.open(plan_.metrics_path, std::ios::trunc);
+  for (const std::string& line : kept)
+    metrics_ << line << "\n";
+  metrics_.flush();
+}
+
 void Reporter::resumed(const std::string& path, const CheckpointMeta& meta, double seconds) {
   if (grid_.rank() != 0) return;
   // A run resumed from a checkpoint older than its last logged step (after a crash) runs those
   // steps again: their earlier lines go, so that metrics.jsonl has each step once.
-  if (metrics_.is_open()) {
-    metrics_.close();
-    std::vector<std::string> kept;
-    {
-      std::ifstream in(plan_.metrics_path);
-      for (std::string line; std::getline(in, line);) {
-        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_discarded() && j.contains("step") && j["step"].get<int>() < meta.step)
-          kept.push_back(line);
-      }
-    }
-    metrics_.open(plan_.metrics_path, std::ios::trunc);
-    for (const std::string& line : kept)
-      metrics_ << line << "\n";
-    metrics_.flush();
-  }
+  if (metrics_.is_open()) keep_metrics_before(meta.step);
   std::printf("resumed from %s: %d steps done, %llu samples seen (written by %s); read in %.3f s\n",
               path.c_str(), meta.step, static_cast<unsigned long long>(meta.samples_seen),
               meta.layout.c_str(), seconds);

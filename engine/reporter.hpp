@@ -66,6 +66,9 @@ public:
   void note(const std::string& line) const;
 
 private:
+  // Rank 0: rewrites the metrics file with its lines of the steps before `step` only.
+  void keep_metrics_before(int step);
+
   const RunConfig& config_;
   const RunPlan& plan_;
   const parallel::Grid& grid_;

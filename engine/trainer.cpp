@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 
 #include <fmt/format.h>
@@ -120,11 +121,14 @@ public:
       abort_job(
           fmt::format("loss is {} at step {}: training diverged; lower train.lr", r.loss, step));
     }
-    // ZeRO-1's parameters arrive during the next step's forward; these read them before.
-    const bool validate = validation_->due(step), checkpoint = checkpoints_.due(step);
-    if (validate || checkpoint) grad_sync_.wait_params();
-    r.val_loss = validate ? validation_->run(pipeline, grad_sync_.scalars()) : std::nan("");
-    if (checkpoint) save(step + 1, r);
+    // ZeRO-1's parameters arrive during the next step's forward; a validation reads them before.
+    if (validation_->due(step)) {
+      grad_sync_.wait_params();
+      r.val_loss = validation_->run(pipeline, grad_sync_.scalars());
+    } else {
+      r.val_loss = std::nan("");
+    }
+    if (checkpoints_.due(step)) save(step + 1, r);
     answer_job(step, r, parallel::steady_seconds() - begin);
     r.tokens_per_s = report_.step(r);
     return r;
@@ -209,26 +213,32 @@ private:
       report_.note(fmt::format("step {}: {} asks for a checkpoint, but checkpoint.dir is not set",
                                step + 1, job.reason));
     } else if (r.checkpoint_path.empty()) {
-      grad_sync_.wait_params();
       save(step + 1, r);
     }
     r.stop = job.stop && !last;
     r.stop_reason = job.reason;
   }
 
-  void write_gradients(int step) {
-    advance(step + 1);
+  // `write` with the run's position after `steps` steps in meta_; HDF5 is not thread-safe, so
+  // the reader thread rests meanwhile and goes on from the next step's samples.
+  void write_at(int steps, const std::function<void()>& write) {
+    advance(steps);
     feed_->stop();
-    write_gradient_file(plan_.gradients_path, model_, grad_sync_, meta_, config_.model, grid_);
-    feed_->restart(step + 1, meta_.samples_seen);
+    write();
+    feed_->restart(steps, meta_.samples_seen);
+  }
+
+  void write_gradients(int step) {
+    write_at(step + 1, [&] {
+      write_gradient_file(plan_.gradients_path, model_, grad_sync_, meta_, config_.model, grid_);
+    });
     report_.wrote("gradients", plan_.gradients_path);
   }
 
   void save(int steps, StepRecord& r) {
-    advance(steps);
-    feed_->stop(); // HDF5 is not thread-safe: the reader thread rests while the file is written
-    const Checkpointer::Saved saved = checkpoints_.save(meta_, model_, optimizer_, data_.tokenizer);
-    feed_->restart(steps, meta_.samples_seen);
+    grad_sync_.wait_params(); // ZeRO-1's parameters may still be arriving
+    Checkpointer::Saved saved;
+    write_at(steps, [&] { saved = checkpoints_.save(meta_, model_, optimizer_, data_.tokenizer); });
     r.checkpoint_path = saved.path;
     r.checkpoint_seconds = saved.seconds;
     r.checkpoint_bytes = saved.bytes;

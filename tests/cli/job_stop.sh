@@ -17,47 +17,44 @@ mkdir -p "$work"
 steps=2000
 # One BLAS thread per rank, as in a job: the same bits from run to run whatever the load.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-# The training command, in the background; its metrics say how far it got.
-start() {
+# The training command; its metrics say how far it got.
+train() {
   timeout 120 "$mpiexec" -n 2 "$gridlm" train --config "$config" --set train.steps=$steps \
-    --set train.log_every=100 --set output.metrics=metrics.jsonl --set output.weights=model.h5 "$@" &
-  pid=$!
+    --set train.log_every=100 --set output.metrics=metrics.jsonl --set output.weights=model.h5 "$@"
 }
-# Waits until the run has done N steps (its metrics file has N lines).
+# Whether the run writing into $1 has done $2 steps (its metrics file has $2 lines) within 60 s.
 wait_steps() {
   for _ in $(seq 600); do
     [[ -f $1/metrics.jsonl && $(wc -l <"$1/metrics.jsonl") -ge $2 ]] && return 0
     sleep 0.1
   done
   echo "the run did not reach step $2"
-  exit 1
+  return 1
 }
-# Sends a signal to every rank of the run writing into $1 (its processes, not mpiexec's).
-signal_ranks() { pkill "-$2" -f "^[^ ]*gridlm train .*output\.dir=$1( |$)"; }
+# A run into $2 ("$@" after $3: more options) whose ranks (their processes, not mpiexec's) get
+# signal $3 once it has done 20 steps; prints "$1: exit status N".
+signalled() {
+  local name=$1 dir=$2 signal=$3
+  shift 3
+  train --set output.dir="$dir" "$@" &
+  local pid=$!
+  wait_steps "$dir" 20 || { kill $pid; exit 1; }
+  pkill "-$signal" -f "^[^ ]*gridlm train .*output\.dir=$dir( |$)"
+  wait $pid
+  echo "$name: exit status $?"
+}
 same_weights() { /usr/bin/python3 "$(dirname "$0")/same_weights.py" "$1" "$2"; }
 case $mode in
   signal)
-    start --set checkpoint.dir=ck --set output.dir="$work/stopped"
-    wait_steps "$work/stopped" 20
-    signal_ranks "$work/stopped" USR1
-    wait $pid
-    echo "stopped run: exit status $?"
+    signalled "stopped run" "$work/stopped" USR1 --set checkpoint.dir=ck
     echo "files: $(ls "$work/stopped/ck" | tr '\n' ' ')"
-    timeout 120 "$mpiexec" -n 2 "$gridlm" train --config "$config" --set train.steps=$steps \
-      --set train.log_every=100 --set checkpoint.dir=ck --set output.dir="$work/stopped" \
-      --set output.weights=model.h5 --set output.metrics=metrics.jsonl \
-      --resume auto
+    train --set checkpoint.dir=ck --set output.dir="$work/stopped" --resume auto
     echo "resumed run: exit status $?"
-    timeout 120 "$mpiexec" -n 2 "$gridlm" train --config "$config" --set train.steps=$steps \
-      --set train.log_every=100 --set output.weights=model.h5 --set output.dir="$work/whole" >/dev/null
+    train --set output.dir="$work/whole" >/dev/null
     same_weights "$work/stopped/model.h5" "$work/whole/model.h5"
     ;;
   save)
-    start --set checkpoint.dir=ck --set output.dir="$work/saved"
-    wait_steps "$work/saved" 20
-    signal_ranks "$work/saved" USR2
-    wait $pid
-    echo "run: exit status $?"
+    signalled run "$work/saved" USR2 --set checkpoint.dir=ck
     echo "files: $(ls "$work/saved/ck" | tr '\n' ' ')"
     ;;
   deadline)
@@ -71,11 +68,7 @@ case $mode in
     echo "files: $(ls "$work/limit/ck" | tr '\n' ' ')"
     ;;
   nodir)
-    start --set output.dir="$work/nodir"
-    wait_steps "$work/nodir" 20
-    signal_ranks "$work/nodir" TERM
-    wait $pid
-    echo "run: exit status $?"
+    signalled run "$work/nodir" TERM
     echo "weights file: $(ls "$work/nodir/model.h5")"
     ;;
 esac
