@@ -236,7 +236,10 @@ void set_from_text(ConfigField& f, const std::string& text) {
             throw bad();
           }
         } else if constexpr (std::is_same_v<T, std::string>) {
-          *p = text;
+          // A value quoted as in the TOML file (--set 'output.dir="run 1"') means the same
+          // string as the bare one: a quote is never meant to be part of a path or name.
+          const bool quoted = text.size() >= 2 && text.front() == '"' && text.back() == '"';
+          *p = quoted ? text.substr(1, text.size() - 2) : text;
         } else if constexpr (std::is_same_v<T, double>) {
           char* end = nullptr;
           errno = 0;

@@ -1,7 +1,10 @@
-# Spack recipe for gridlm: how clusters install it.
-#   spack repo add <gridlm checkout>/spack
-#   spack dev-build gridlm@main     # from that checkout (no release tarball exists yet)
-#   spack dev-build gridlm@main +cuda +nccl cuda_arch=90
+# Spack recipe for gridlm (package API v2, Spack 1.x): how clusters install it.
+#   spack repo add <gridlm checkout>/spack/spack_repo/gridlm
+#   spack env create -d . <gridlm checkout>/spack/spack.yaml && spack -e . install
+# spack/README.md has the whole story, including how this recipe was installed and tested.
+from spack_repo.builtin.build_systems.cmake import CMakePackage
+from spack_repo.builtin.build_systems.cuda import CudaPackage
+
 from spack.package import *
 
 
@@ -12,8 +15,11 @@ class Gridlm(CMakePackage, CudaPackage):
     homepage = "https://github.com/gridlm/gridlm"
     git = "https://github.com/gridlm/gridlm.git"
 
+    # No release tarball exists yet: install from a checkout (spack.yaml's `develop` section, or
+    # `spack dev-build gridlm@=main` in the checkout).
     version("main", branch="main")
 
+    # One variant per CMake switch of cmake/GridlmOptions.cmake, with cluster defaults.
     variant(
         "native",
         default=False,
@@ -21,7 +27,16 @@ class Gridlm(CMakePackage, CudaPackage):
         "a binary built on a login node may not run on compute nodes of another CPU",
     )
     variant("nccl", default=True, when="+cuda", description="NCCL communication backend")
-    variant("tests", default=False, description="Build the GoogleTest suite")
+    variant("tests", default=False, description="Build the GoogleTest suite (ctest)")
+    variant("bench", default=False, description="Build the benchmarks under bench/")
+    variant("werror", default=False, description="Treat compiler warnings as errors")
+    variant(
+        "max_test_ranks",
+        default="8",
+        values=lambda x: x.isdigit() and int(x) > 0,
+        when="+tests",
+        description="Largest rank count the MPI tests are registered at",
+    )
 
     depends_on("cmake@3.20:", type="build")
     depends_on("c", type="build")  # CMakeLists.txt enables C (MPI's and HDF5's C interfaces)
@@ -36,7 +51,7 @@ class Gridlm(CMakePackage, CudaPackage):
     depends_on("nlohmann-json@3:")
     depends_on("fmt@8:")
     depends_on("sentencepiece")
-    depends_on("googletest", type="build", when="+tests")
+    depends_on("googletest", type=("build", "test"), when="+tests")
     depends_on("nccl", when="+nccl")
     depends_on("kokkos+cuda+wrapper", when="+cuda")
     depends_on("kokkos-kernels+cuda+cublas", when="+cuda")
@@ -45,15 +60,19 @@ class Gridlm(CMakePackage, CudaPackage):
         depends_on(f"kokkos cuda_arch={arch}", when=f"+cuda cuda_arch={arch}")
         depends_on(f"kokkos-kernels cuda_arch={arch}", when=f"+cuda cuda_arch={arch}")
         depends_on(f"nccl cuda_arch={arch}", when=f"+nccl cuda_arch={arch}")
+    conflicts("+cuda", when="cuda_arch=none", msg="give the GPU architecture, e.g. cuda_arch=90")
 
     def cmake_args(self):
         args = [
             self.define_from_variant("GRIDLM_ENABLE_CUDA", "cuda"),
             self.define_from_variant("GRIDLM_ENABLE_NCCL", "nccl"),
             self.define_from_variant("GRIDLM_BUILD_TESTS", "tests"),
+            self.define_from_variant("GRIDLM_BUILD_BENCH", "bench"),
+            self.define_from_variant("GRIDLM_WARNINGS_AS_ERRORS", "werror"),
             self.define_from_variant("GRIDLM_NATIVE_ARCH", "native"),
-            self.define("GRIDLM_BUILD_BENCH", False),
         ]
+        if self.spec.satisfies("+tests"):
+            args.append(self.define_from_variant("GRIDLM_MAX_TEST_RANKS", "max_test_ranks"))
         if self.spec.satisfies("+cuda"):
             # Kokkos' compiler wrapper compiles the Kokkos code for the device; nvcc is the
             # spec's CUDA, wherever Spack or a module put it.
@@ -64,3 +83,8 @@ class Gridlm(CMakePackage, CudaPackage):
         if self.spec.satisfies("+nccl"):
             args.append(self.define("NCCL_ROOT", self.spec["nccl"].prefix))
         return args
+
+    def check(self):
+        # `spack install --test=root gridlm+tests` runs the suite that CI runs.
+        with working_dir(self.build_directory):
+            ctest("--output-on-failure", "-LE", "slurm")
