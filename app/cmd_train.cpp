@@ -12,6 +12,7 @@
 #include "engine/trainer.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/grid.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace gridlm::app {
 namespace {
@@ -57,6 +58,7 @@ void run(const TrainCommand& cmd) {
     return;
   }
   engine::install_job_signals();
+  parallel::install_dump_signal();
   const engine::TrainResult r = engine::train(config, grid, config_as_toml(config));
   if (!r.stopped.empty()) {
     // Every rank sets the status, so that srun and mpiexec report it whichever rank they read.

@@ -2,6 +2,7 @@
 #include "app/config.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -93,6 +94,11 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "reduce-scattered, each replica updates and holds 1/dp of the state, parameters "
        "all-gathered)",
        &c.parallel.zero},
+      {"parallel", "timeout_seconds",
+       "a rank waiting this long in one communication operation is hung: every rank reports its "
+       "recent operations to output.dir/hang/, the likely culprit is named, the job ends with "
+       "status 76 (0: no watchdog)",
+       &c.parallel.timeout_seconds},
       {"output", "dir",
        "directory for metrics and weights (created if missing); {job_id} is the Slurm job's id",
        &c.output.dir},
@@ -354,6 +360,8 @@ void validate(const RunConfig& c) {
        fmt::format("parallel.zero = {}: the ZeRO stages are 0 (off) and 1 (sharded optimizer "
                    "state)",
                    c.parallel.zero));
+  need(c.parallel.timeout_seconds >= 0 && std::isfinite(c.parallel.timeout_seconds),
+       "parallel.timeout_seconds must be a finite number of seconds, or 0 for no watchdog");
   need(c.parallel.grad_bucket_mb >= 0,
        "parallel.grad_bucket_mb must not be negative (0: one all-reduce after the backward)");
   need(c.output.trace_steps >= 1, "output.trace_steps must be positive");

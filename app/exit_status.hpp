@@ -1,5 +1,5 @@
 // The status the gridlm process exits with once its subcommand returned normally, and the
-// statuses with a meaning for job scripts (docs/jobs.md).
+// statuses with a meaning for job scripts (jobscripts/README.md).
 #pragma once
 
 namespace gridlm::app {

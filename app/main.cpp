@@ -4,6 +4,9 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -20,6 +23,26 @@
 #include "layers/kokkos_runtime.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/mpi_runtime.hpp"
+
+namespace {
+
+// The ranks leave only after the reporting rank printed the agreed report: a rank that exits
+// with status 1 first makes mpiexec or srun end the reporter before it printed (seen in about 1
+// run in 7). A barrier with a deadline, since an agreement on a sub-communicator leaves ranks
+// outside it that never come; false when they did not.
+bool wait_for_report() {
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &barrier) != MPI_SUCCESS) return false;
+  const double deadline = MPI_Wtime() + 5.0;
+  int done = 0;
+  while (!done && MPI_Wtime() < deadline) {
+    MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+    if (!done) usleep(1000);
+  }
+  return done != 0;
+}
+
+} // namespace
 
 namespace {
 
@@ -73,9 +96,14 @@ int main(int argc, char** argv) {
     if (mpi.rank() == 0) return app.exit(e);
     return e.get_exit_code();
   } catch (const gridlm::CollectiveError& e) {
-    if (mpi.rank() == 0) {
+    if (e.reporter()) {
       std::fprintf(stderr, "gridlm: error\n%s\n", e.what());
       std::fflush(stderr);
+    }
+    // Without the barrier, MPI_Finalize could wait for ranks that never come: leave without it.
+    if (!wait_for_report()) {
+      std::fflush(nullptr);
+      std::_Exit(1);
     }
     return 1;
   } catch (const std::exception& e) {

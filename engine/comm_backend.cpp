@@ -1,6 +1,8 @@
 // Backend choice for the model's communicators.
 #include "engine/comm_backend.hpp"
 
+#include "parallel/comm_mpi.hpp"
+
 #include <Kokkos_Core.hpp>
 
 #include <type_traits>
@@ -49,7 +51,9 @@ std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, paral
 #if defined(GRIDLM_HAVE_NCCL)
   if (backend == "nccl") {
     parallel::select_local_device(grid.node_comm());
-    return std::make_unique<parallel::NcclComm>(grid.axis_handle(axis));
+    auto comm = std::make_unique<parallel::NcclComm>(grid.axis_handle(axis));
+    comm->set_identity(parallel::axis_name(axis), parallel::world_ranks(grid.axis_comm(axis)));
+    return comm;
   }
 #endif
   (void)backend;

@@ -46,7 +46,7 @@ JobControl::Decision JobControl::after_step(double step_seconds, double save_sec
     mine[1] = left <= margin() ? 1 : 0;
   }
   std::vector<int> all = mine;
-  parallel::MpiComm world(parallel::borrow_comm(grid_.comm()));
+  parallel::MpiComm world(parallel::borrow_comm(grid_.comm()), "world");
   world.all_reduce(Span<int>(all), parallel::ReduceOp::max);
   Decision d;
   if (all[0] > 0) {

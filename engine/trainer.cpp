@@ -24,8 +24,11 @@
 #include "layers/parameters.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/fault_injection.hpp"
+#include "parallel/flight_recorder.hpp"
 #include "parallel/stage_layout.hpp"
 #include "parallel/trace.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace gridlm::engine {
 namespace {
@@ -278,11 +281,18 @@ void check_run(const RunConfig& config, const parallel::Grid& grid) {
 
 TrainResult train(const RunConfig& config, const parallel::Grid& grid,
                   const std::string& config_text) {
+  parallel::fault::configure_from_environment();
+  const parallel::Coords at = grid.coords();
+  const parallel::Watchdog watchdog(
+      parallel::WatchdogOptions{config.parallel.timeout_seconds, config.output.dir, grid.rank(),
+                                grid.size(), host_name(), at.dp, at.pp, at.tp});
   Run run(config, grid, config_text);
   TrainResult result;
   result.steps_done = run.first_step();
   std::vector<double> rates;
   for (int step = run.first_step(); step < config.train.steps; ++step) {
+    parallel::flight::set_step(step);
+    parallel::fault::hang_if_asked(step);
     const StepRecord r = run.step(step);
     result.losses.push_back(r.loss);
     result.grad_norms.push_back(r.grad_norm);

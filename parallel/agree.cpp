@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "parallel/diagnostics.hpp"
+#include "parallel/flight_recorder.hpp"
 #include "parallel/mpi_check.hpp"
 
 namespace gridlm::parallel {
@@ -31,7 +32,10 @@ std::string rank_ranges(const std::vector<int>& ranks) {
 void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
   const int mine = local_error.empty() ? 0 : 1;
   int failures = 0;
-  GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm));
+  {
+    const flight::BlockingScope recorded("all_reduce (error agreement)", "comm", sizeof(int));
+    GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm));
+  }
   if (failures == 0) return;
 
   // Everyone learns every message, grouped by text, so any rank can print the report.
@@ -67,7 +71,9 @@ void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
     report +=
         fmt::format("{} {}: {}", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks), text);
   }
-  throw CollectiveError(report);
+  int rank = 0;
+  GRIDLM_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  throw CollectiveError(report, rank == 0);
 }
 
 void run_agreed(MPI_Comm comm, const std::function<void()>& body) {

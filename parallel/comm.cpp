@@ -2,44 +2,59 @@
 #include "parallel/comm.hpp"
 
 #include <cstdio>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "parallel/diagnostics.hpp"
+#include "parallel/fault_injection.hpp"
+#include "parallel/flight_recorder.hpp"
 
 namespace gridlm::parallel {
 
+Request::Request(Request&& other) noexcept
+    : impl_(std::move(other.impl_)), record_(std::exchange(other.record_, 0)) {}
+
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
-    if (impl_) {
+    if (impl_ || record_ != 0) {
       // Complete the transfer this request owned before taking another.
-      Request finishing(std::move(impl_));
+      Request finishing(std::move(*this));
     }
     impl_ = std::move(other.impl_);
+    record_ = std::exchange(other.record_, 0);
   }
   return *this;
 }
 
 Request::~Request() {
-  if (!impl_) return;
   try {
-    impl_->wait();
+    wait();
   } catch (const std::exception& e) {
     // A destructor cannot throw; a transfer that failed here cannot be recovered either.
     abort_job(fmt::format("a communication request failed while being released: {}", e.what()));
   }
 }
 
+void Request::complete_record() {
+  if (record_ != 0) flight::completed(std::exchange(record_, 0));
+}
+
 void Request::wait() {
-  if (!impl_) return;
-  impl_->wait();
-  impl_.reset();
+  if (impl_) {
+    if (record_ != 0) flight::wait_begins(record_);
+    impl_->wait();
+    impl_.reset();
+  }
+  complete_record();
 }
 
 bool Request::test() {
-  if (!impl_) return true;
-  if (!impl_->test()) return false;
-  impl_.reset();
+  if (impl_) {
+    if (!impl_->test()) return false;
+    impl_.reset();
+  }
+  complete_record();
   return true;
 }
 
@@ -52,6 +67,37 @@ void Comm::check_sizes(const char* op, std::size_t big, std::size_t small, int f
                             "(expected {} x {}); on {}",
                             op, size_, big, small, factor, small, where()));
   }
+}
+
+void Comm::set_identity(const char* axis, std::vector<int> world_ranks) {
+  axis_ = axis;
+  members_ = std::make_shared<const std::vector<int>>(std::move(world_ranks));
+}
+
+std::uint64_t Comm::record(const char* op, int peer, std::size_t bytes, int tag, Mode mode) const {
+  flight::Record r;
+  r.op = op;
+  r.axis = axis_;
+  r.members = members_;
+  if (peer >= 0)
+    r.peer = members_ && std::size_t(peer) < members_->size() ? (*members_)[peer] : peer;
+  r.bytes = bytes;
+  r.tag = tag;
+  return flight::posted(std::move(r), mode == Mode::blocking);
+}
+
+bool Comm::skip_send_for_fault(int peer, std::size_t bytes, int tag) const {
+  if (!fault::skip_this_send()) return false;
+  flight::Record r;
+  r.op = "send";
+  r.axis = axis_;
+  r.members = members_;
+  r.peer = members_ && std::size_t(peer) < members_->size() ? (*members_)[peer] : peer;
+  r.bytes = bytes;
+  r.tag = tag;
+  r.skipped = true;
+  flight::posted(std::move(r), false);
+  return true;
 }
 
 void Comm::check_peer(const char* what, int peer) const {

@@ -4,8 +4,10 @@
 // (all-gather output not size() times the input, say) are refused before any rank sends.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/dtype.hpp"
 #include "parallel/span.hpp"
@@ -27,7 +29,7 @@ public:
 
   Request() = default;
   explicit Request(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-  Request(Request&&) noexcept = default;
+  Request(Request&& other) noexcept;
   Request& operator=(Request&& other) noexcept;
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
@@ -36,9 +38,14 @@ public:
   void wait();
   // True once complete (then wait() returns at once).
   bool test();
+  // The flight recorder's handle of the operation (flight_recorder.hpp), completed with it.
+  void attach_record(std::uint64_t seq) { record_ = seq; }
 
 private:
+  void complete_record();
+
   std::unique_ptr<Impl> impl_;
+  std::uint64_t record_ = 0;
 };
 
 class Comm;
@@ -61,6 +68,9 @@ public:
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual const char* backend() const = 0;
+  // How the flight recorder names this communicator: its grid axis ("dp", "pp", "tp",
+  // "world"; a literal) and the world rank of each of its ranks.
+  void set_identity(const char* axis, std::vector<int> world_ranks);
 
   // Transfers posted between begin_group() and end_group() progress together. NCCL needs this
   // for two ranks that send to each other (each send would otherwise wait for a receive queued
@@ -158,40 +168,60 @@ private:
   template <class T>
   Request post_all_reduce(Span<const T> in, Span<T> out, ReduceOp op, Mode mode) {
     check_sizes("all_reduce", in.size(), out.size(), 1);
-    return start_all_reduce(in.data(), out.data(), out.size(), DTypeOf<T>::value, op, mode);
+    const auto seq = record("all_reduce", -1, out.size_bytes(), -1, mode);
+    return attach(seq,
+                  start_all_reduce(in.data(), out.data(), out.size(), DTypeOf<T>::value, op, mode));
   }
   template <class T>
   Request post_reduce_scatter(Span<const T> in, Span<T> out, ReduceOp op, Mode mode) {
     check_sizes("reduce_scatter", in.size(), out.size(), size_);
-    return start_reduce_scatter(in.data(), out.data(), out.size(), DTypeOf<T>::value, op, mode);
+    const auto seq = record("reduce_scatter", -1, in.size_bytes(), -1, mode);
+    return attach(
+        seq, start_reduce_scatter(in.data(), out.data(), out.size(), DTypeOf<T>::value, op, mode));
   }
   template <class T>
   Request post_all_gather(Span<const T> in, Span<T> out, Mode mode) {
     check_sizes("all_gather", out.size(), in.size(), size_);
-    return start_all_gather(in.data(), out.data(), in.size(), DTypeOf<T>::value, mode);
+    const auto seq = record("all_gather", -1, out.size_bytes(), -1, mode);
+    return attach(seq, start_all_gather(in.data(), out.data(), in.size(), DTypeOf<T>::value, mode));
   }
   template <class T>
   Request post_broadcast(Span<T> data, int root, Mode mode) {
     check_peer("broadcast root", root);
-    return start_broadcast(data.data(), data.size(), DTypeOf<T>::value, root, mode);
+    const auto seq = record("broadcast", root, data.size_bytes(), -1, mode);
+    return attach(seq, start_broadcast(data.data(), data.size(), DTypeOf<T>::value, root, mode));
   }
   template <class T>
   Request post_send(Span<const T> data, int peer, int tag, Mode mode) {
     check_peer("send destination", peer);
-    return start_send(data.data(), data.size(), DTypeOf<T>::value, peer, tag, mode);
+    if (skip_send_for_fault(peer, data.size_bytes(), tag)) return Request();
+    const auto seq = record("send", peer, data.size_bytes(), tag, mode);
+    return attach(seq, start_send(data.data(), data.size(), DTypeOf<T>::value, peer, tag, mode));
   }
   template <class T>
   Request post_recv(Span<T> data, int peer, int tag, Mode mode) {
     check_peer("recv source", peer);
-    return start_recv(data.data(), data.size(), DTypeOf<T>::value, peer, tag, mode);
+    const auto seq = record("recv", peer, data.size_bytes(), tag, mode);
+    return attach(seq, start_recv(data.data(), data.size(), DTypeOf<T>::value, peer, tag, mode));
   }
 
   // Throws unless big == factor * small.
   void check_sizes(const char* op, std::size_t big, std::size_t small, int factor) const;
   void check_peer(const char* what, int peer) const;
+  // The flight recorder's entry for an operation about to start (peer: this communicator's
+  // rank, -1 for none); a blocking one counts as waited on from now.
+  std::uint64_t record(const char* op, int peer, std::size_t bytes, int tag, Mode mode) const;
+  static Request attach(std::uint64_t seq, Request r) {
+    r.attach_record(seq);
+    return r;
+  }
+  // Fault injection (fault_injection.hpp): true when this send is to be dropped; records it.
+  bool skip_send_for_fault(int peer, std::size_t bytes, int tag) const;
 
   int rank_ = 0;
   int size_ = 1;
+  const char* axis_ = "comm";
+  std::shared_ptr<const std::vector<int>> members_;
 };
 
 } // namespace gridlm::parallel

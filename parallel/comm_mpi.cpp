@@ -86,8 +86,24 @@ int comm_size(MPI_Comm comm) {
   return size;
 }
 
-MpiComm::MpiComm(MpiCommHandle comm)
-    : Comm(comm_rank(*comm), comm_size(*comm)), comm_(std::move(comm)) {}
+std::vector<int> world_ranks(MPI_Comm comm) {
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  GRIDLM_MPI_CHECK(MPI_Comm_group(comm, &group));
+  GRIDLM_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  const int n = comm_size(comm);
+  std::vector<int> local(std::size_t(n), 0), global(std::size_t(n), 0);
+  for (int i = 0; i < n; ++i)
+    local[std::size_t(i)] = i;
+  GRIDLM_MPI_CHECK(MPI_Group_translate_ranks(group, n, local.data(), world, global.data()));
+  GRIDLM_MPI_CHECK(MPI_Group_free(&group));
+  GRIDLM_MPI_CHECK(MPI_Group_free(&world));
+  return global;
+}
+
+MpiComm::MpiComm(MpiCommHandle comm, const char* axis)
+    : Comm(comm_rank(*comm), comm_size(*comm)), comm_(std::move(comm)) {
+  set_identity(axis, world_ranks(*comm_));
+}
 
 Request MpiComm::start_all_reduce(const void* in, void* out, std::size_t count, DType type,
                                   ReduceOp op, Mode mode) {

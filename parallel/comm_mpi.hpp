@@ -1,6 +1,8 @@
 // The MPI backend of parallel::Comm: host buffers, non-blocking MPI collectives.
 #pragma once
 
+#include <vector>
+
 #include "parallel/comm.hpp"
 #include "parallel/mpi_comm_handle.hpp"
 
@@ -9,10 +11,13 @@ namespace gridlm::parallel {
 // Rank and size of a communicator, checked.
 int comm_rank(MPI_Comm comm);
 int comm_size(MPI_Comm comm);
+// The MPI_COMM_WORLD rank of each rank of the communicator.
+std::vector<int> world_ranks(MPI_Comm comm);
 
 class MpiComm final : public Comm {
 public:
-  explicit MpiComm(MpiCommHandle comm);
+  // axis: how the flight recorder names it (a literal).
+  explicit MpiComm(MpiCommHandle comm, const char* axis = "comm");
   const char* backend() const override { return "mpi"; }
   MPI_Comm raw() const { return *comm_; }
 

@@ -25,7 +25,13 @@ private:
 // rank 0 prints; it is the same on every rank.
 class CollectiveError : public Error {
 public:
-  using Error::Error;
+  // reporter: whether this rank prints the report (rank 0 of the communicator that agreed,
+  // which need not hold world rank 0).
+  CollectiveError(const std::string& report, bool reporter) : Error(report), reporter_(reporter) {}
+  bool reporter() const { return reporter_; }
+
+private:
+  bool reporter_;
 };
 
 // "rank 3 of 8 on host n01, grid (dp 1, pp 0, tp 1)"; usable before MPI_Init and after

@@ -10,6 +10,7 @@
 
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/flight_recorder.hpp"
 #include "parallel/schedule_transfers.hpp"
 
 namespace gridlm::parallel {
@@ -254,6 +255,10 @@ Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& s
   }
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
+    flight::set_phase(op.kind == OpKind::F   ? "F"
+                      : op.kind == OpKind::B ? "B"
+                                             : "W",
+                      op.micro, op.chunk);
     const OpTransfers t = op_transfers(schedule, stage_, op);
     Stage& chunk = *chunks_[std::size_t(op.chunk)];
     const bool finishes_grads = dp != nullptr && last_weights[std::size_t(op.chunk)] == int(i);

@@ -135,7 +135,7 @@ MPI_Comm Grid::axis_comm(Axis axis) const { return *axis_[static_cast<int>(axis)
 MpiCommHandle Grid::axis_handle(Axis axis) const { return axis_[static_cast<int>(axis)]; }
 
 std::unique_ptr<Comm> Grid::make_mpi_comm(Axis axis) const {
-  return std::make_unique<MpiComm>(axis_handle(axis));
+  return std::make_unique<MpiComm>(axis_handle(axis), axis_name(axis));
 }
 
 std::vector<RankInfo> Grid::gather_table() const {

@@ -30,6 +30,7 @@ public:
 
   constexpr T* data() const { return data_; }
   constexpr std::size_t size() const { return size_; }
+  constexpr std::size_t size_bytes() const { return size_ * sizeof(T); }
   constexpr bool empty() const { return size_ == 0; }
   constexpr T& operator[](std::size_t i) const { return data_[i]; }
   constexpr T* begin() const { return data_; }

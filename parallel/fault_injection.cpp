@@ -1,0 +1,70 @@
+// GRIDLM_FAULT (fault_injection.hpp): parsed once; checked on every send and step.
+#include "parallel/fault_injection.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include "parallel/diagnostics.hpp"
+#include "parallel/flight_recorder.hpp"
+
+namespace gridlm::parallel::fault {
+namespace {
+
+enum class Kind { none, skip_send, hang };
+
+struct Fault {
+  Kind kind = Kind::none;
+  int step = 0;
+  bool armed = false; // this rank is the one, and the fault has not happened yet
+};
+
+Fault& fault() {
+  static Fault f;
+  return f;
+}
+
+} // namespace
+
+void configure_from_environment() {
+  Fault& f = fault();
+  f = Fault{};
+  const char* text = std::getenv("GRIDLM_FAULT");
+  if (text == nullptr || *text == '\0') return;
+  const std::regex form(R"((skip_send|hang):([0-9]+):([0-9]+))");
+  std::smatch m;
+  const std::string value(text);
+  if (!std::regex_match(value, m, form) || std::stoi(m[3]) < 1) {
+    throw Error(
+        fmt::format("GRIDLM_FAULT={}: expected skip_send:RANK:STEP or hang:RANK:STEP, STEP from 1 "
+                    "(a test-only switch; unset it for real runs)",
+                    value));
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  f.kind = m[1] == "hang" ? Kind::hang : Kind::skip_send;
+  f.step = std::stoi(m[3]) - 1; // the recorder counts from 0
+  f.armed = std::stoi(m[2]) == rank;
+}
+
+bool skip_this_send() {
+  Fault& f = fault();
+  if (!f.armed || f.kind != Kind::skip_send) return false;
+  if (flight::current_step() < f.step) return false;
+  f.armed = false;
+  return true;
+}
+
+void hang_if_asked(int step) {
+  Fault& f = fault();
+  if (!f.armed || f.kind != Kind::hang || step != f.step) return;
+  for (;;)
+    std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+} // namespace gridlm::parallel::fault

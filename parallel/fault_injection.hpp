@@ -1,0 +1,21 @@
+// Test-only fault injection, so that the tests can prove that gridlm explains a hang instead of
+// waiting forever (tests/cli/hang.sh). The environment variable GRIDLM_FAULT asks for one fault:
+//   GRIDLM_FAULT=skip_send:RANK:STEP   world rank RANK drops its first send at or after STEP
+//   GRIDLM_FAULT=hang:RANK:STEP        world rank RANK sleeps forever when STEP begins
+// STEP counts from 1, as the log does.
+// Unset (as in every real run) it costs one branch per send and per step.
+#pragma once
+
+namespace gridlm::parallel::fault {
+
+// Reads GRIDLM_FAULT (once, on the main thread, after MPI_Init); throws gridlm::Error naming
+// the variable and its forms when it is set but malformed.
+void configure_from_environment();
+
+// True once, for the send that is to be dropped (the recorder's step tells which step it is).
+bool skip_this_send();
+
+// Sleeps forever when this rank is to hang at this step.
+void hang_if_asked(int step);
+
+} // namespace gridlm::parallel::fault

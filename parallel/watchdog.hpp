@@ -1,0 +1,48 @@
+// The hang watchdog: a thread that never calls MPI and watches the flight recorder. When this
+// rank has waited in one communication operation for parallel.timeout_seconds, it writes what
+// it knows to <dir>/hang/rank-<r>.json, asks every other rank's watchdog (through a file in
+// the same, shared directory) to write theirs, reads them, names the likely culprit (the rank
+// the others wait for), prints that to stderr and to <dir>/hang/report.txt, and ends the
+// process with exit_hung, which makes mpiexec and srun end the job.
+// SIGQUIT asks for the same reports without stopping (written to <dir>/hang/ too).
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+namespace gridlm::parallel {
+
+// The exit status of a job that the watchdog ended (jobscripts/README.md): EX_PROTOCOL of
+// sysexits.h, since a peer broke the protocol of the operation.
+constexpr int exit_hung = 76;
+
+struct WatchdogOptions {
+  double timeout_seconds = 600.0; // a wait this long in one operation is a hang (0: no watchdog)
+  std::string dir;                // output directory, shared by the ranks; reports in dir/hang
+  int rank = 0;                   // world rank
+  int world_size = 1;
+  std::string host;
+  int dp = 0, pp = 0, tp = 0; // grid coordinates
+};
+
+class Watchdog {
+public:
+  explicit Watchdog(WatchdogOptions options);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+private:
+  void loop();
+
+  WatchdogOptions options_;
+  double started_ = 0.0; // wall-clock seconds: files older than this are a previous run's
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Installs the SIGQUIT handler that asks this rank's watchdog for a report of every rank.
+void install_dump_signal();
+
+} // namespace gridlm::parallel
