@@ -8,8 +8,11 @@
 #             SLURM_JOB_END_TIME, as Slurm sets them) with train.exit_margin_minutes = 0.25: the
 #             run stops by itself with status 75 before the limit, no signal sent;
 #   nodir     SIGTERM to a run without checkpoint.dir: status 1, a message naming why, and the
-#             weights of that step in the weights file.
-# Usage: job_stop.sh signal|save|deadline|nodir GRIDLM MPIEXEC CONFIG WORKDIR
+#             weights of that step in the weights file;
+#   kill      SIGKILL to one rank mid-run (a node lost): the whole job ends within seconds, and
+#             `--resume auto` goes on from the newest complete checkpoint to the weights of an
+#             uninterrupted run, bit for bit.
+# Usage: job_stop.sh signal|save|deadline|nodir|kill GRIDLM MPIEXEC CONFIG WORKDIR
 set -u
 mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5
 rm -rf "$work"
@@ -66,6 +69,21 @@ case $mode in
     status=$?
     echo "run: exit status $status, $(($(date +%s) - t0)) s after its start (limit: 20 s)"
     echo "files: $(ls "$work/limit/ck" | tr '\n' ' ')"
+    ;;
+  kill)
+    dir=$work/killed
+    train --set output.dir="$dir" --set checkpoint.dir=ck --set checkpoint.every=10 &
+    pid=$!
+    wait_steps "$dir" 35 || { kill $pid; exit 1; }
+    t0=$(date +%s%N)
+    pkill -KILL -n -f "^[^ ]*gridlm train .*output\.dir=$dir( |$)"
+    wait $pid
+    status=$?
+    echo "killed run: exit status $status, over $((($(date +%s%N) - t0) / 1000000)) ms after the SIGKILL"
+    train --set output.dir="$dir" --set checkpoint.dir=ck --set checkpoint.every=10 --resume auto
+    echo "resumed run: exit status $?"
+    train --set output.dir="$work/whole" >/dev/null
+    same_weights "$dir/model.h5" "$work/whole/model.h5"
     ;;
   nodir)
     signalled run "$work/nodir" TERM
