@@ -58,7 +58,6 @@ void run(const TrainCommand& cmd) {
     return;
   }
   engine::install_job_signals();
-  parallel::install_dump_signal();
   const engine::TrainResult r = engine::train(config, grid, config_as_toml(config));
   if (!r.stopped.empty()) {
     // Every rank sets the status, so that srun and mpiexec report it whichever rank they read.

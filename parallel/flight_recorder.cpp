@@ -2,6 +2,7 @@
 // the watchdog thread reads, under one mutex.
 #include "parallel/flight_recorder.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace gridlm::parallel::flight {
@@ -10,6 +11,7 @@ namespace {
 struct State {
   std::mutex mutex;
   std::array<Record, ring_size> ring{};
+  std::array<Record, in_flight_size> in_flight{}; // seq 0: a free slot
   std::uint64_t next = 1;
   std::uint64_t waiting = 0; // seq of the operation waited on, 0 for none
   double wait_since = 0.0;
@@ -17,7 +19,7 @@ struct State {
   int step = -1;
   const char* phase = "";
   int micro = -1, chunk = -1;
-  double phase_since = 0.0;
+  double phase_since = wall_seconds(); // before the first step: since the process began
   std::uint64_t activity = 0;
 };
 
@@ -26,9 +28,29 @@ State& state() {
   return s;
 }
 
+Record* find_in_flight(State& s, std::uint64_t seq) {
+  for (Record& r : s.in_flight)
+    if (r.seq == seq) return &r;
+  return nullptr;
+}
+
+// A free slot, or the oldest one when all are taken (a leak of never-completed operations
+// must not stop recording).
+void keep_in_flight(State& s, const Record& r) {
+  Record* slot = &s.in_flight[0];
+  for (Record& x : s.in_flight) {
+    if (x.seq == 0) {
+      slot = &x;
+      break;
+    }
+    if (x.seq < slot->seq) slot = &x;
+  }
+  *slot = r;
+}
+
 Record* find(State& s, std::uint64_t seq) {
   Record& r = s.ring[seq % ring_size];
-  return r.seq == seq ? &r : nullptr;
+  return r.seq == seq ? &r : find_in_flight(s, seq);
 }
 
 } // namespace
@@ -49,6 +71,7 @@ std::uint64_t posted(Record r, bool waiting) {
   r.posted = now;
   r.completed = r.skipped ? now : -1.0;
   s.ring[r.seq % ring_size] = r;
+  if (r.completed < 0.0 || r.skipped) keep_in_flight(s, r);
   ++s.activity;
   if (waiting && !r.skipped) {
     s.waiting = r.seq;
@@ -74,7 +97,9 @@ void completed(std::uint64_t seq) {
   State& s = state();
   const double now = wall_seconds();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (Record* r = find(s, seq); r != nullptr && r->completed < 0.0) r->completed = now;
+  Record& r = s.ring[seq % ring_size];
+  if (r.seq == seq && r.completed < 0.0) r.completed = now;
+  if (Record* f = find_in_flight(s, seq)) *f = Record{};
   if (s.waiting == seq) s.waiting = 0;
   ++s.activity;
 }
@@ -108,6 +133,10 @@ Snapshot snapshot() {
   const std::uint64_t first = s.next > ring_size ? s.next - ring_size : 1;
   for (std::uint64_t seq = first; seq < s.next; ++seq)
     out.recent.push_back(s.ring[seq % ring_size]);
+  for (const Record& r : s.in_flight)
+    if (r.seq != 0 && r.seq < first) out.earlier.push_back(r);
+  std::sort(out.earlier.begin(), out.earlier.end(),
+            [](const Record& a, const Record& b) { return a.seq < b.seq; });
   out.waiting = s.waiting != 0;
   if (out.waiting) {
     const Record* r = find(s, s.waiting);
@@ -133,11 +162,13 @@ void reset() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.ring = {};
+  s.in_flight = {};
   s.next = 1;
   s.waiting = 0;
   s.step = -1;
   s.phase = "";
   s.micro = s.chunk = -1;
+  s.phase_since = wall_seconds();
   s.activity = 0;
 }
 

@@ -34,18 +34,22 @@ struct Record {
 
 // What the watchdog reads: a consistent copy.
 struct Snapshot {
-  std::vector<Record> recent; // oldest first
-  bool waiting = false;       // the rank is blocked in `wait`
-  Record wait;                // the operation it waits for
-  double wait_since = 0.0;    // wall-clock seconds
-  int step = -1;              // the step it is in
-  const char* phase = "";     // and the schedule op
+  std::vector<Record> recent;  // oldest first
+  std::vector<Record> earlier; // still in flight (or dropped) but gone from the ring, oldest first
+  bool waiting = false;        // the rank is blocked in `wait`
+  Record wait;                 // the operation it waits for
+  double wait_since = 0.0;     // wall-clock seconds
+  int step = -1;               // the step it is in
+  const char* phase = "";      // and the schedule op
   int micro = -1, chunk = -1;
   double phase_since = 0.0;   // wall-clock seconds: when it entered that step or op
   std::uint64_t activity = 0; // grows with every post, wait and completion
 };
 
 constexpr std::size_t ring_size = 64;
+// Operations posted but not completed are also kept here until they complete, so that a wait
+// on a receive posted many operations ago is still seen (the pipeline posts its receives early).
+constexpr std::size_t in_flight_size = 256;
 
 // Seconds since the epoch, from the system clock (the watchdog compares ranks' times).
 double wall_seconds();

@@ -56,14 +56,24 @@ std::string where_text(const json& r) {
                      r["micro"].get<int>(), r["chunk"].get<int>());
 }
 
-// The send that would complete `wait` (a recv by `waiter`) among the peer's recent operations.
+// The send that would complete `wait` (a recv by `waiter`) among the peer's recorded operations.
 const json* matching_send(const json& peer_report, const json& wait, int waiter) {
-  for (const json& op : peer_report["recent"]) {
-    if (op["op"] == "send" && op["peer"] == waiter && op["tag"] == wait["tag"] &&
-        op["step"] == wait["step"])
-      return &op;
+  for (const char* list : {"recent", "earlier"}) {
+    if (!peer_report.contains(list)) continue;
+    for (const json& op : peer_report[list]) {
+      if (op["op"] == "send" && op["peer"] == waiter && op["tag"] == wait["tag"] &&
+          op["step"] == wait["step"])
+        return &op;
+    }
   }
   return nullptr;
+}
+
+// Whether the peer's ring reaches back before the step of `wait`, so that a send missing from
+// it was never posted (rather than completed and overwritten).
+bool ring_covers(const json& peer_report, const json& wait) {
+  const json& recent = peer_report["recent"];
+  return recent.size() < flight::ring_size || recent.front()["step"] < wait["step"];
 }
 
 std::string who_text(const json& r) {
@@ -74,16 +84,30 @@ std::string who_text(const json& r) {
 
 } // namespace
 
-json rank_report(const RankIdentity& who, const flight::Snapshot& s, bool detected, double now) {
-  json j{{"rank", who.rank}, {"host", who.host}, {"dp", who.dp},
-         {"pp", who.pp},     {"tp", who.tp},     {"detected", detected},
-         {"now", now},       {"step", s.step},   {"phase", s.phase},
-         {"micro", s.micro}, {"chunk", s.chunk}, {"phase_since", s.phase_since}};
+json rank_report(const RankIdentity& who, const flight::Snapshot& s, double detected_at,
+                 const std::string& request, double now) {
+  json j{{"rank", who.rank},
+         {"host", who.host},
+         {"dp", who.dp},
+         {"pp", who.pp},
+         {"tp", who.tp},
+         {"detected", detected_at >= 0.0},
+         {"detected_at", detected_at},
+         {"request", request},
+         {"now", now},
+         {"step", s.step},
+         {"phase", s.phase},
+         {"micro", s.micro},
+         {"chunk", s.chunk},
+         {"phase_since", s.phase_since}};
   j["waiting"] = s.waiting ? record_json(s.wait) : json(nullptr);
   j["wait_since"] = s.waiting ? s.wait_since : 0.0;
   j["recent"] = json::array();
   for (const flight::Record& r : s.recent)
     j["recent"].push_back(record_json(r));
+  j["earlier"] = json::array();
+  for (const flight::Record& r : s.earlier)
+    j["earlier"].push_back(record_json(r));
   return j;
 }
 
@@ -145,10 +169,14 @@ std::map<int, std::string> send_evidence(const ByRank& by_rank, std::set<int>& d
     if (it == by_rank.end()) continue;
     const json* send = matching_send(*it->second, w, rank);
     const int step = w["step"].get<int>() + 1, tag = w["tag"];
-    if (send == nullptr) {
+    if (send == nullptr && ring_covers(*it->second, w)) {
       out.emplace(peer, fmt::format("rank {} has not posted the send to rank {} with tag {} of "
                                     "step {}",
                                     peer, rank, tag, step));
+    } else if (send == nullptr) {
+      out.emplace(peer, fmt::format("rank {}'s last {} operations hold no send to rank {} with "
+                                    "tag {} of step {}",
+                                    peer, flight::ring_size, rank, tag, step));
     } else if ((*send)["skipped"].get<bool>()) {
       out[peer] = fmt::format("rank {} skipped its send to rank {} with tag {} of step {} (fault "
                               "injection)",
@@ -160,6 +188,21 @@ std::map<int, std::string> send_evidence(const ByRank& by_rank, std::set<int>& d
 }
 
 } // namespace
+
+int hang_leader(const std::vector<json>& reports) {
+  int leader = -1;
+  double first = 0.0;
+  for (const json& r : reports) {
+    const double at = r.value("detected_at", -1.0);
+    const int rank = r["rank"];
+    if (at < 0.0) continue;
+    if (leader < 0 || at < first || (at == first && rank < leader)) {
+      leader = rank;
+      first = at;
+    }
+  }
+  return leader;
+}
 
 HangAnalysis analyse_hang(const std::vector<json>& reports, int world_size) {
   ByRank by_rank;

@@ -26,14 +26,23 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-volatile std::sig_atomic_t dump_requests = 0;
-extern "C" void on_dump_signal(int) { dump_requests = dump_requests + 1; }
+// Lock-free, so safe to touch in a signal handler.
+std::atomic<int> dump_requests{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+extern "C" void on_dump_signal(int) { dump_requests.fetch_add(1); }
 
 // Seconds since the epoch of the file's last change; -1 when it does not exist.
 double mtime(const fs::path& p) {
   struct stat st {};
   if (::stat(p.c_str(), &st) != 0) return -1.0;
   return double(st.st_mtim.tv_sec) + 1e-9 * double(st.st_mtim.tv_nsec);
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  std::ostringstream text;
+  text << f.rdbuf();
+  return text.str();
 }
 
 // Written whole or not at all, so that a reader never sees half a report.
@@ -59,19 +68,25 @@ void print(const std::string& text) {
   }
 }
 
+void sleep_seconds(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
 } // namespace
 
 Watchdog::Watchdog(WatchdogOptions options) : options_(std::move(options)) {
   started_ = flight::wall_seconds();
-  if (options_.timeout_seconds > 0) thread_ = std::thread([this] { loop(); });
+  if (options_.timeout_seconds <= 0) return;
+  // Only while a watchdog can answer: otherwise SIGQUIT keeps its default meaning.
+  previous_quit_ = std::signal(SIGQUIT, on_dump_signal);
+  if (previous_quit_ == SIG_ERR) previous_quit_ = SIG_DFL;
+  thread_ = std::thread([this] { loop(); });
 }
 
 Watchdog::~Watchdog() {
   stop_ = true;
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  thread_.join();
+  std::signal(SIGQUIT, previous_quit_);
 }
-
-void install_dump_signal() { std::signal(SIGQUIT, on_dump_signal); }
 
 namespace {
 
@@ -82,24 +97,22 @@ struct Reporter {
   double poll, grace;
   fs::path dir, request, mine;
 
-  json report(bool detected) const {
+  json report(double detected_at, const std::string& answering) const {
     const RankIdentity who{options.rank, options.host, options.dp, options.pp, options.tp};
-    json j = rank_report(who, flight::snapshot(), detected, flight::wall_seconds());
+    json j = rank_report(who, flight::snapshot(), detected_at, answering, flight::wall_seconds());
     write_file(mine, j.dump(1));
     return j;
   }
 
-  // Every rank's report written since this run began, after the others had `grace` to answer.
-  std::vector<json> gather() const {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
-    while (std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::duration<double>(poll));
+  // Every rank's report written since `since`, after the others had `grace` to answer.
+  std::vector<json> gather(double since) const {
+    sleep_seconds(grace);
     std::vector<json> all;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       const std::string name = e.path().filename().string();
       if (name.rfind("rank-", 0) != 0 || e.path().extension() != ".json") continue;
-      if (mtime(e.path()) < started) continue;
+      if (mtime(e.path()) < since) continue;
       std::ifstream f(e.path());
       json j = json::parse(f, nullptr, false);
       if (!j.is_discarded() && j.contains("rank")) all.push_back(std::move(j));
@@ -109,43 +122,60 @@ struct Reporter {
     return all;
   }
 
-  // This rank hangs: every rank reports, the lowest detecting rank concludes, the process ends.
+  // This rank hangs: it says so at once (the shared file system may be what hangs), every rank
+  // reports, the first to detect concludes, the process ends, whatever else blocks.
   [[noreturn]] void hang() const {
-    const json me = report(true);
-    write_file(request, "hang\n");
-    const std::vector<json> all = gather();
-    int leader = options.rank;
-    for (const json& r : all)
-      if (r.value("detected", false)) leader = std::min(leader, r["rank"].get<int>());
-    if (leader == options.rank) {
+    const double detected_at = flight::wall_seconds();
+    const RankIdentity who{options.rank, options.host, options.dp, options.pp, options.tp};
+    print("gridlm: hang: " +
+          describe_rank(rank_report(who, flight::snapshot(), detected_at, "", detected_at)) + "\n");
+    const double deadline = 2.0 * grace + 10.0;
+    std::thread([this, deadline] {
+      sleep_seconds(deadline);
+      print(fmt::format("gridlm: hang: rank {} could not gather the ranks' reports in {:g} s "
+                        "(is {} on a file system that hangs?); ending the job (exit status {})\n",
+                        options.rank, deadline, dir.string(), exit_hung));
+      std::_Exit(exit_hung);
+    }).detach();
+    const std::string id = fmt::format("hang {} {:.6f}", options.rank, detected_at);
+    report(detected_at, id);
+    write_file(request, id + "\n");
+    const double asked = mtime(request);
+    const std::vector<json> all = gather(std::max(started, asked - 2.0 * grace));
+    const int leader = hang_leader(all);
+    if (leader == options.rank || leader < 0) {
       const HangAnalysis a = analyse_hang(all, options.world_size);
       const std::string head = fmt::format(
           "gridlm: hang: rank {} waited more than parallel.timeout_seconds = {:g} s in one "
           "operation; every rank's recent operations are in {}/rank-*.json\n",
           options.rank, options.timeout_seconds, dir.string());
-      write_file(dir / "report.txt", head + a.text);
       print(head + a.text + "gridlm: ending the job (exit status " + std::to_string(exit_hung) +
             "); raise parallel.timeout_seconds if a wait this long is expected\n");
+      write_file(dir / "report.txt", head + a.text);
     } else {
-      print("gridlm: hang: " + describe_rank(me) + "\n");
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+      // The leader ends the job when it has concluded; ending first could kill it unheard.
+      for (double waited = 0.0; waited < 2.0 * grace + 5.0; waited += poll) {
+        if (mtime(dir / "report.txt") >= asked) break;
+        sleep_seconds(poll);
+      }
     }
     std::_Exit(exit_hung);
   }
 
   // SIGQUIT: every rank's state, and the run goes on. Returns the request's time.
   double dump() const {
-    report(false);
-    write_file(request, "dump\n");
+    const std::string id = fmt::format("dump {} {:.6f}", options.rank, flight::wall_seconds());
+    write_file(request, id + "\n");
     const double asked = mtime(request);
+    report(-1.0, id);
     std::string text = fmt::format(
         "gridlm: SIGQUIT on rank {}: the state of every rank (the job goes on); reports in "
         "{}/rank-*.json\n",
         options.rank, dir.string());
-    for (const json& r : gather())
+    for (const json& r : gather(asked))
       text += "state: " + describe_rank(r) + "\n";
-    write_file(dir / "report.txt", text);
     print(text);
+    write_file(dir / "report.txt", text);
     return asked;
   }
 };
@@ -163,19 +193,42 @@ void Watchdog::loop() {
                           dir / "request",
                           dir / fmt::format("rank-{}.json", options_.rank)};
   double answered = started_;
-  std::sig_atomic_t dumps_seen = dump_requests;
+  int dumps_seen = dump_requests.load();
+  // Time stuck in one wait, counted on the steady clock and a poll at most per poll, so that
+  // neither a clock step nor a suspended job (SIGSTOP, then SIGCONT) reads as a hang.
+  double stuck = 0.0;
+  std::uint64_t last_activity = 0;
+  auto last_poll = std::chrono::steady_clock::now();
   while (!stop_) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(poll));
+    sleep_seconds(poll);
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - last_poll).count();
+    last_poll = now;
     const flight::Snapshot s = flight::snapshot();
-    if (s.waiting && flight::wall_seconds() - s.wait_since > options_.timeout_seconds)
-      reporter.hang();
-    if (const double asked = mtime(reporter.request); asked > answered) {
-      answered = asked;
-      reporter.report(false);
+    stuck = s.waiting && s.activity == last_activity ? stuck + std::min(dt, 2.0 * poll) : 0.0;
+    last_activity = s.activity;
+    try {
+      if (stuck > options_.timeout_seconds) reporter.hang();
+    } catch (const std::exception& e) {
+      print(fmt::format("gridlm: hang: rank {} waited more than parallel.timeout_seconds = {:g} s "
+                        "in one operation, and its watchdog failed: {}; ending the job (exit "
+                        "status {})\n",
+                        options_.rank, options_.timeout_seconds, e.what(), exit_hung));
+      std::_Exit(exit_hung);
     }
-    if (dump_requests != dumps_seen) {
-      dumps_seen = dump_requests;
-      answered = reporter.dump();
+    try {
+      if (const double asked = mtime(reporter.request); asked > answered) {
+        answered = asked;
+        reporter.report(-1.0, read_text(reporter.request));
+      }
+      if (const int dumps = dump_requests.load(); dumps != dumps_seen) {
+        dumps_seen = dumps;
+        answered = reporter.dump();
+      }
+    } catch (const std::exception& e) {
+      // A report that cannot be written must not end a run that is not hung.
+      print(fmt::format("gridlm: warning: rank {}'s watchdog could not write its report: {}\n",
+                        options_.rank, e.what()));
     }
   }
 }

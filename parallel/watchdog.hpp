@@ -4,10 +4,12 @@
 // the same, shared directory) to write theirs, reads them, names the likely culprit (the rank
 // the others wait for), prints that to stderr and to <dir>/hang/report.txt, and ends the
 // process with exit_hung, which makes mpiexec and srun end the job.
-// SIGQUIT asks for the same reports without stopping (written to <dir>/hang/ too).
+// While a watchdog runs, SIGQUIT asks for the same reports without stopping (written to
+// <dir>/hang/ too).
 #pragma once
 
 #include <atomic>
+#include <csignal>
 #include <string>
 #include <thread>
 
@@ -38,11 +40,9 @@ private:
 
   WatchdogOptions options_;
   double started_ = 0.0; // wall-clock seconds: files older than this are a previous run's
+  void (*previous_quit_)(int) = SIG_DFL; // the SIGQUIT handler to put back
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
-
-// Installs the SIGQUIT handler that asks this rank's watchdog for a report of every rank.
-void install_dump_signal();
 
 } // namespace gridlm::parallel

@@ -31,7 +31,7 @@ flight::Record op(const char* name, const char* axis, int peer, int tag, int ste
 
 // A rank's report: waiting in `wait` since `since` (none when wait.op is empty), with `recent`.
 json report(int rank, const flight::Record& wait, double since,
-            std::vector<flight::Record> recent = {}) {
+            std::vector<flight::Record> recent = {}, std::vector<flight::Record> earlier = {}) {
   flight::Snapshot s;
   s.waiting = *wait.op != '\0';
   s.wait = wait;
@@ -39,7 +39,9 @@ json report(int rank, const flight::Record& wait, double since,
   s.step = 2;
   s.phase_since = 90.0;
   s.recent = std::move(recent);
-  return rank_report(RankIdentity{rank, "n0" + std::to_string(rank), rank, 0, 0}, s, true, 110.0);
+  s.earlier = std::move(earlier);
+  return rank_report(RankIdentity{rank, "n0" + std::to_string(rank), rank, 0, 0}, s, 110.0 - rank,
+                     "hang 1", 110.0);
 }
 
 const flight::Record none = op("", "", -1, -1, -1);
@@ -92,6 +94,41 @@ TEST(HangReport, WhenAllWaitTheLastToStopWaitingIsNamed) {
       << a.why;
 }
 
+TEST(HangReport, ADroppedSendGoneFromTheRingIsStillFound) {
+  // Rank 0 dropped its send early in the step, then did more than a ring's worth of operations.
+  flight::Record dropped = op("send", "pp", 1, 7, 2);
+  dropped.skipped = true;
+  const std::vector<flight::Record> busy(flight::ring_size, op("all_reduce", "tp", -1, -1, 2));
+  const auto a = analyse_hang({report(0, op("recv", "pp", 1, 9, 2), 101.0, busy, {dropped}),
+                               report(1, op("recv", "pp", 0, 7, 2), 103.0)},
+                              2);
+  EXPECT_EQ(a.culprit, 0);
+  EXPECT_NE(a.why.find("rank 0 skipped its send"), std::string::npos) << a.why;
+}
+
+TEST(HangReport, AFullRingDoesNotClaimASendWasNeverPosted) {
+  const std::vector<flight::Record> busy(flight::ring_size, op("all_reduce", "tp", -1, -1, 2));
+  const auto a = analyse_hang({report(0, op("recv", "pp", 1, 9, 2), 105.0, busy),
+                               report(1, op("recv", "pp", 0, 7, 2), 101.0)},
+                              2);
+  EXPECT_EQ(a.culprit, 0);
+  EXPECT_EQ(a.why.find("has not posted"), std::string::npos) << a.why;
+  EXPECT_NE(a.why.find("rank 0's last 64 operations hold no send to rank 1"), std::string::npos)
+      << a.why;
+}
+
+TEST(HangReport, TheFirstToDetectLeads) {
+  std::vector<json> all{report(0, none, 0.0), report(1, none, 0.0), report(2, none, 0.0)};
+  all[0]["detected_at"] = -1.0; // answered a request, did not detect
+  all[1]["detected_at"] = 200.0;
+  all[2]["detected_at"] = 150.0; // detected first although its rank is higher
+  EXPECT_EQ(hang_leader(all), 2);
+  all[1]["detected_at"] = 150.0;
+  EXPECT_EQ(hang_leader(all), 1); // a tie goes to the lower rank
+  all[1]["detected_at"] = all[2]["detected_at"] = -1.0;
+  EXPECT_EQ(hang_leader(all), -1);
+}
+
 TEST(HangReport, NoWaitNoCulprit) {
   const auto a = analyse_hang({report(0, none, 0.0), report(1, none, 0.0)}, 2);
   EXPECT_EQ(a.culprit, -1);
@@ -126,6 +163,37 @@ TEST(FlightRecorder, RequestsMarkTheirWaitsAndCompletions) {
   ASSERT_EQ(s.recent.size(), 3u);
   EXPECT_GE(s.recent[2].completed, 0.0);
   EXPECT_FALSE(s.waiting);
+}
+
+TEST(FlightRecorder, AWaitOnAnOperationPostedLongAgoIsSeen) {
+  // The pipeline posts its receives when a step begins and waits on them much later: a ring's
+  // worth of operations in between must not hide the wait.
+  flight::reset();
+  MpiComm self(borrow_comm(MPI_COMM_SELF), "world");
+  std::vector<float> data(4, 1.0f);
+  flight::Record early;
+  early.op = "recv";
+  early.axis = "pp";
+  const std::uint64_t seq = flight::posted(early, false);
+  for (std::size_t i = 0; i < 2 * flight::ring_size; ++i)
+    self.all_reduce(Span<float>(data));
+  flight::Snapshot s = flight::snapshot();
+  ASSERT_EQ(s.earlier.size(), 1u);
+  EXPECT_STREQ(s.earlier[0].op, "recv");
+  flight::wait_begins(seq);
+  s = flight::snapshot();
+  ASSERT_TRUE(s.waiting);
+  EXPECT_STREQ(s.wait.op, "recv");
+  flight::completed(seq);
+  s = flight::snapshot();
+  EXPECT_FALSE(s.waiting);
+  EXPECT_TRUE(s.earlier.empty());
+}
+
+TEST(FlightRecorder, BeforeTheFirstStepTheTimeInPhaseIsSmall) {
+  flight::reset();
+  const flight::Snapshot s = flight::snapshot();
+  EXPECT_LT(flight::wall_seconds() - s.phase_since, 60.0);
 }
 
 } // namespace
