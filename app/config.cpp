@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "engine/step_guard.hpp"
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::app {
@@ -48,6 +49,24 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "inside a Slurm job with a time limit: save a checkpoint and stop when less than this is "
        "left (-1: twice the slowest step and save, plus 10 s)",
        &t.exit_margin_minutes},
+      {"train", "on_nonfinite",
+       "what a bad step (a non-finite loss or gradient norm on any rank, or a loss spike) does: "
+       "stop (the run ends with the message), skip (its update is dropped) or rollback (the "
+       "newest checkpoint is loaded and the data cursor moves past the step's samples)",
+       &t.on_nonfinite},
+      {"train", "spike_threshold",
+       "a loss this many robust standard deviations (1.4826 MAD) above the median of the last "
+       "spike_window losses is a spike, a bad step (0: no spike detection)",
+       &t.spike_threshold},
+      {"train", "spike_window", "updated steps whose losses the spike median and MAD are over",
+       &t.spike_window},
+      {"train", "max_bad_steps",
+       "bad steps that skip or rollback answer in one run; the next one stops it",
+       &t.max_bad_steps},
+      {"train", "skip_steps",
+       "steps (counted from 1) whose batches are read and dropped without an update, such as "
+       "\"40001,40100-40120\" (known bad data; empty: none)",
+       &t.skip_steps},
       {"train", "lr", "peak learning rate", &o.lr},
       {"train", "min_lr", "learning rate at the end of the cosine decay", &o.min_lr},
       {"train", "warmup_steps", "steps of linear warmup", &o.warmup_steps},
@@ -326,6 +345,12 @@ void validate(const RunConfig& c) {
   auto need = [&](bool ok, const std::string& what) {
     if (!ok) problems.push_back(what);
   };
+  // Every number must be a number: inf and nan pass the range checks below unnoticed.
+  RunConfig copy = c;
+  for (const ConfigField& f : config_fields(copy)) {
+    if (const auto* d = std::get_if<double*>(&f.target); d != nullptr && !std::isfinite(**d))
+      problems.push_back(fmt::format("{} = {}: give a finite number", f.dotted(), **d));
+  }
   const auto& m = c.model;
   need(m.vocab_size >= 2, "model.vocab_size must be at least 2");
   need(m.seq_len >= 1, "model.seq_len must be positive");
@@ -360,8 +385,8 @@ void validate(const RunConfig& c) {
        fmt::format("parallel.zero = {}: the ZeRO stages are 0 (off) and 1 (sharded optimizer "
                    "state)",
                    c.parallel.zero));
-  need(c.parallel.timeout_seconds >= 0 && std::isfinite(c.parallel.timeout_seconds),
-       "parallel.timeout_seconds must be a finite number of seconds, or 0 for no watchdog");
+  need(!(c.parallel.timeout_seconds < 0),
+       "parallel.timeout_seconds must not be negative (0: no watchdog)");
   need(c.parallel.grad_bucket_mb >= 0,
        "parallel.grad_bucket_mb must not be negative (0: one all-reduce after the backward)");
   need(c.output.trace_steps >= 1, "output.trace_steps must be positive");
@@ -374,6 +399,21 @@ void validate(const RunConfig& c) {
        "run, init_from starts a new one from its weights");
   need(k.resume != "auto" || !k.dir.empty(),
        "checkpoint.resume = \"auto\" looks in checkpoint.dir: set checkpoint.dir too");
+  need(t.on_nonfinite == "stop" || t.on_nonfinite == "skip" || t.on_nonfinite == "rollback",
+       fmt::format("train.on_nonfinite = \"{}\": the choices are stop, skip and rollback",
+                   t.on_nonfinite));
+  need(t.on_nonfinite != "rollback" || !k.dir.empty(),
+       "train.on_nonfinite = \"rollback\" loads the newest checkpoint: set checkpoint.dir too");
+  need(!(t.spike_threshold < 0),
+       "train.spike_threshold must not be negative (0: no spike detection)");
+  need(t.spike_window >= int(engine::spike_min_losses),
+       fmt::format("train.spike_window must be at least {} steps", engine::spike_min_losses));
+  need(t.max_bad_steps >= 0, "train.max_bad_steps must not be negative");
+  try {
+    engine::parse_step_list(t.skip_steps, "train.skip_steps");
+  } catch (const Error& e) {
+    problems.push_back(e.what());
+  }
   need(c.train.eval_every >= 0, "train.eval_every must not be negative (0: no validation)");
   need(c.train.eval_batches >= 1, "train.eval_batches must be positive");
   need(!c.data.source.empty(),

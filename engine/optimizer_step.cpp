@@ -48,31 +48,56 @@ double OptimizerStep::owned_sum_of_squares(const PipelineModel& model) const {
   return total;
 }
 
-OptimizerStep::Result OptimizerStep::apply(PipelineModel& model, int step,
-                                           parallel::TraceRecorder* trace) {
-  Result r;
+double OptimizerStep::grad_norm(const PipelineModel& model) const {
   if (sync_.zero()) {
     // Each element once over the whole grid: its owner in dp, split tensors' shards over tp,
     // replicated ones on tp rank 0, a tied copy on the first stage only.
     std::vector<double> total{owned_sum_of_squares(model)};
     parallel::MpiComm all(parallel::borrow_comm(grid_.comm()));
     all.all_reduce(Span<double>(total));
-    r.grad_norm = std::sqrt(total[0]);
-  } else {
-    // Split tensors contribute their shards, replicated ones once, over pp and tp.
-    r.grad_norm = std::sqrt(model.executor().grad_norm_squared(&model.tp_scalars()));
+    return std::sqrt(total[0]);
   }
-  r.lr = layers::learning_rate(optim_, step);
+  // Split tensors contribute their shards, replicated ones once, over pp and tp.
+  return std::sqrt(model.executor().grad_norm_squared(&model.tp_scalars()));
+}
+
+double OptimizerStep::update(PipelineModel& model, int step, double grad_norm,
+                             parallel::TraceRecorder* trace) {
+  const double lr = layers::learning_rate(optim_, step);
   const double start = parallel::steady_seconds();
   for (std::size_t c = 0; c < adamw_.size(); ++c) {
     const Kokkos::View<float*> grads =
         sync_.zero() ? sync_.shard_grads(c) : model.chunks()[c]->grads();
-    adamw_[c]->update(model.chunks()[c]->params(), grads, step, r.lr, r.grad_norm);
+    adamw_[c]->update(model.chunks()[c]->params(), grads, step, lr, grad_norm);
   }
   Kokkos::fence();
   if (trace != nullptr)
     trace->add(parallel::TraceKind::optimizer, start, parallel::steady_seconds());
-  return r;
+  return lr;
+}
+
+void OptimizerStep::poison_gradient(PipelineModel& model) {
+  for (std::size_t c = 0; c < adamw_.size(); ++c) {
+    const layers::GPT& chunk = *model.chunks()[c];
+    const Kokkos::View<float*> grads = sync_.zero() ? sync_.shard_grads(c) : chunk.grads();
+    for (std::size_t i = 0; i < chunk.table().params.size(); ++i) {
+      const layers::ParamInfo& p = chunk.table().params[i];
+      if (!chunk.counts_in_norm(int(i))) continue;
+      std::size_t at = p.offset; // the element's index in `grads`
+      bool found = !sync_.zero();
+      for (const layers::AdamWSegment& s : adamw_[c]->segments()) {
+        if (found) break;
+        const std::size_t begin = std::max(s.param, p.offset);
+        if (begin < std::min(s.param + s.size, p.offset + p.size)) {
+          at = s.state + (begin - s.param);
+          found = true;
+        }
+      }
+      if (!found) continue;
+      Kokkos::deep_copy(Kokkos::subview(grads, at), std::nanf(""));
+      return;
+    }
+  }
 }
 
 std::size_t OptimizerStep::state_bytes() const {

@@ -23,12 +23,15 @@ public:
   OptimizerStep(const layers::OptimizerConfig& optim, const PipelineModel& model, GradSync& sync,
                 const parallel::Grid& grid);
 
-  struct Result {
-    double grad_norm = 0.0; // before clipping
-    double lr = 0.0;
-  };
-  // Collective over the grid. Recorded in `trace` (may be null) as the optimizer.
-  Result apply(PipelineModel& model, int step, parallel::TraceRecorder* trace);
+  // Collective over pp and tp (over the grid under ZeRO): the global gradient norm, before
+  // clipping. The trainer decides from it (engine/step_guard) whether to update().
+  double grad_norm(const PipelineModel& model) const;
+  // AdamW with clipping to `grad_norm`; returns the learning rate. Recorded in `trace` (may be
+  // null) as the optimizer.
+  double update(PipelineModel& model, int step, double grad_norm, parallel::TraceRecorder* trace);
+  // Test-only (GRIDLM_FAULT=nan_grad): a NaN in one gradient element that counts in the norm,
+  // in the gradients update() would read.
+  void poison_gradient(PipelineModel& model);
   // Whether this rank holds a ZeRO-1 shard of the state, not all of it.
   bool sharded() const { return sync_.zero(); }
   // Bytes of optimizer state this rank holds.

@@ -96,6 +96,49 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
   std::fflush(stdout);
 }
 
+nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double mfu) const {
+  const parallel::Layout& layout = grid_.layout();
+  const bool validated = std::isfinite(r.val_loss);
+  nlohmann::json j{{"step", r.step},
+                   {"loss", r.loss},
+                   {"grad_norm", r.grad_norm},
+                   {"lr", r.lr},
+                   {"tokens_per_s", rate},
+                   {"ms_per_step", r.seconds * 1e3},
+                   {"mfu", mfu},
+                   {"comm_wait_ms", r.comm_seconds * 1e3},
+                   {"comm_exposed_ms", (r.comm_seconds + r.dp_exposed) * 1e3},
+                   {"data_wait_ms", r.data_wait * 1e3}};
+  if (layout.dp > 1) {
+    j["dp_comm_ms"] = r.dp_in_flight * 1e3;
+    j["dp_exposed_ms"] = r.dp_exposed * 1e3;
+    j["dp_buckets"] = r.dp_buckets;
+    j["dp_buckets_overlapped"] = r.dp_buckets_overlapped;
+    if (config_.parallel.zero == 1) {
+      j["dp_gather_ms"] = r.dp_gather * 1e3;
+      j["dp_gather_exposed_ms"] = r.dp_gather_exposed * 1e3;
+    }
+  }
+  if (validated) j["val_loss"] = r.val_loss;
+  j["bad_steps"] = r.bad_steps;
+  if (!r.bad.empty()) j["bad_step"] = r.bad;
+  if (!r.action.empty()) {
+    j["action"] = r.action;
+    j["samples"] = {r.samples.first, r.samples.second};
+  }
+  if (r.rolled_back_from >= 0) j["rolled_back_from"] = r.rolled_back_from;
+  if (!r.checkpoint_path.empty()) {
+    j["checkpoint_s"] = r.checkpoint_seconds;
+    j["checkpoint_bytes"] = r.checkpoint_bytes;
+    j["checkpoint_staging_bytes"] = r.checkpoint_staging;
+  }
+  if (layout.pp > 1) {
+    j["bubble"] = r.pipeline.bubble;
+    j["bubble_predicted"] = r.pipeline.predicted_bubble;
+  }
+  return j;
+}
+
 double Reporter::step(const StepRecord& r) {
   const double rate = tokens_per_step_ / r.seconds;
   if (grid_.rank() != 0) return rate;
@@ -108,39 +151,10 @@ double Reporter::step(const StepRecord& r) {
                 r.val_loss, tc.eval_batches * layout.dp, tc.micro_batch);
   }
   if (metrics_.is_open()) {
-    nlohmann::json j{{"step", r.step},
-                     {"loss", r.loss},
-                     {"grad_norm", r.grad_norm},
-                     {"lr", r.lr},
-                     {"tokens_per_s", rate},
-                     {"ms_per_step", r.seconds * 1e3},
-                     {"mfu", mfu},
-                     {"comm_wait_ms", r.comm_seconds * 1e3},
-                     {"comm_exposed_ms", (r.comm_seconds + r.dp_exposed) * 1e3},
-                     {"data_wait_ms", r.data_wait * 1e3}};
-    if (layout.dp > 1) {
-      j["dp_comm_ms"] = r.dp_in_flight * 1e3;
-      j["dp_exposed_ms"] = r.dp_exposed * 1e3;
-      j["dp_buckets"] = r.dp_buckets;
-      j["dp_buckets_overlapped"] = r.dp_buckets_overlapped;
-      if (config_.parallel.zero == 1) {
-        j["dp_gather_ms"] = r.dp_gather * 1e3;
-        j["dp_gather_exposed_ms"] = r.dp_gather_exposed * 1e3;
-      }
-    }
-    if (validated) j["val_loss"] = r.val_loss;
-    if (!r.checkpoint_path.empty()) {
-      j["checkpoint_s"] = r.checkpoint_seconds;
-      j["checkpoint_bytes"] = r.checkpoint_bytes;
-      j["checkpoint_staging_bytes"] = r.checkpoint_staging;
-    }
-    if (layout.pp > 1) {
-      j["bubble"] = r.pipeline.bubble;
-      j["bubble_predicted"] = r.pipeline.predicted_bubble;
-    }
-    metrics_ << j.dump() << "\n";
+    metrics_ << metrics_record(r, rate, mfu).dump() << "\n";
     metrics_.flush();
   }
+  if (!r.event.empty()) std::printf("step %5d/%d | %s\n", r.step + 1, tc.steps, r.event.c_str());
   if (!r.checkpoint_path.empty()) {
     std::printf("step %5d/%d | checkpoint %s: %.1f MiB in %.2f s (%.0f MiB/s; host staging "
                 "%.1f MiB on the largest rank)\n",
@@ -168,6 +182,16 @@ double Reporter::step(const StepRecord& r) {
     std::fflush(stdout);
   }
   return rate;
+}
+
+void Reporter::rolled_back(const std::string& why, const std::string& path, int step,
+                           std::uint64_t samples_seen) {
+  if (grid_.rank() != 0) return;
+  std::printf("%s: rolled back to %s (train.on_nonfinite = rollback); steps from %d go on with "
+              "the samples from %llu\n",
+              why.c_str(), path.c_str(), step + 1, static_cast<unsigned long long>(samples_seen));
+  std::fflush(stdout);
+  if (metrics_.is_open()) keep_metrics_before(step);
 }
 
 void Reporter::keep_metrics_before(int step) {

@@ -9,7 +9,10 @@
 #include <cstddef>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/checkpoint.hpp"
 #include "engine/pipeline_model.hpp"
@@ -43,6 +46,13 @@ struct StepRecord {
   std::uint64_t checkpoint_staging = 0; // and the most host memory a rank staged it in
   bool stop = false;                    // the job is ending: the run stops after this step
   std::string stop_reason;              // why (a signal, the time limit)
+  std::string bad;                      // what was wrong with the step ("" when nothing)
+  std::string action;                   // what was done: skip, rollback, skip_steps ("" none)
+  std::string event;                    // the log's line of it ("" for none)
+  std::pair<std::uint64_t, std::uint64_t> samples{0, 0}; // a bad or dropped step's: first, last
+  int bad_steps = 0;                                     // bad steps answered so far in this run
+  int rollback_to = -1;      // rolled back: the step the run goes on from
+  int rolled_back_from = -1; // the first step after a rollback: the step it left
 };
 
 class Reporter {
@@ -60,12 +70,18 @@ public:
   double step(const StepRecord& r);
   // "resumed from PATH at step N" (rank 0); drops the metrics lines of the steps after it.
   void resumed(const std::string& path, const CheckpointMeta& meta, double seconds);
+  // A rollback (train.on_nonfinite): the line of it (rank 0); drops the metrics lines of the
+  // steps from `step` on, which are run again.
+  void rolled_back(const std::string& why, const std::string& path, int step,
+                   std::uint64_t samples_seen);
   // "name: path" once a file is written (rank 0).
   void wrote(const char* what, const std::string& path) const;
   // One line of the log (rank 0; nothing for "").
   void note(const std::string& line) const;
 
 private:
+  // The step's line of metrics.jsonl.
+  nlohmann::json metrics_record(const StepRecord& r, double rate, double mfu) const;
   // Rank 0: rewrites the metrics file with its lines of the steps before `step` only.
   void keep_metrics_before(int step);
 

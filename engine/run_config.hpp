@@ -21,6 +21,14 @@ struct TrainConfig {
   double peak_gflops = 100.0; // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against
   double exit_margin_minutes =
       -1; // save and stop this long before the job's time limit (-1: measured)
+  std::string on_nonfinite =
+      "stop"; // a bad step (non-finite loss or norm, a spike): stop,
+              // skip (drop its update) or rollback (to the newest checkpoint)
+  double spike_threshold =
+      0.0;                // a loss this many robust std devs above the median is a spike (0: off)
+  int spike_window = 100; // updated steps whose losses the median and MAD are taken over
+  int max_bad_steps = 10; // bad steps skip or rollback may answer in one run; then it stops
+  std::string skip_steps = "";   // steps (from 1) whose batches are read and dropped: "41,90-95"
   layers::OptimizerConfig optim; // AdamW, clipping and schedule (keys under [train])
 };
 

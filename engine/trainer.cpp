@@ -6,6 +6,8 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -20,6 +22,7 @@
 #include "engine/reference_dump.hpp"
 #include "engine/reporter.hpp"
 #include "engine/run_plan.hpp"
+#include "engine/step_guard.hpp"
 #include "engine/validation.hpp"
 #include "layers/parameters.hpp"
 #include "parallel/agree.hpp"
@@ -60,7 +63,9 @@ public:
                    config.parallel.zero),
         optimizer_(plan_.optim, model_, grad_sync_, grid), report_(config, plan_, grid, !dry),
         checkpoints_(config, plan_, grid),
-        job_(config, grid, layers::make_param_table(config.model).total * 3 * sizeof(float)) {
+        job_(config, grid, layers::make_param_table(config.model).total * 3 * sizeof(float)),
+        guard_(config.train, grid),
+        skip_steps_(parse_step_list(config.train.skip_steps, "train.skip_steps")) {
     start(dry);
     report_.startup(model_, *data_.train, optimizer_.state_bytes(), grad_sync_.buffer_bytes());
     report_.note(job_.describe());
@@ -84,7 +89,8 @@ public:
 
   int first_step() const { return first_step_; }
 
-  // One optimizer step, its validation and checkpoint when due, and its report.
+  // One optimizer step, its validation and checkpoint when due, and its report. A step that
+  // rolls back (train.on_nonfinite) returns at once with rollback_to set.
   StepRecord step(int step) {
     parallel::Executor& pipeline = model_.executor();
     StepRecord r;
@@ -92,38 +98,18 @@ public:
     const double begin = parallel::steady_seconds();
     trace_.set_step(step);
     const double comm_before = pipeline.comm_seconds(), wait_before = feed_->waited();
-    pipeline.zero_grad();
-    parallel::Executor::Samples samples = feed_->samples(step);
-    if (dump_) {
-      samples = [this, read = samples](int micro, std::vector<std::int32_t>& seq) {
-        read(micro, seq);
-        dump_->batch(seq);
-      };
+    if (skip_steps_.count(step) != 0) {
+      drop_batch(step, r);
+    } else {
+      train_step(step, r);
     }
-    const float loss_weight = 1.0f / float(config_.train.grad_accum * grid_.layout().dp);
-    const double loss = pipeline.step(samples, loss_weight, grad_sync_.during_step());
-    r.loss = grad_sync_.finish(loss, &trace_);
-    if (dump_) dump_->step(step, r.loss);
-    const OptimizerStep::Result update = optimizer_.apply(model_, step, &trace_);
-    // Before gather_params, which under ZeRO spends the reduced gradients' buffer.
-    if (step == first_step_ && !plan_.gradients_path.empty()) write_gradients(step);
-    grad_sync_.gather_params();
-    r.dp_in_flight = grad_sync_.last_timing().in_flight;
-    r.dp_exposed = grad_sync_.last_timing().exposed;
-    r.dp_buckets = grad_sync_.last_timing().buckets;
-    r.dp_buckets_overlapped = grad_sync_.last_timing().early;
-    r.dp_gather = grad_sync_.last_timing().gather_in_flight;
-    r.dp_gather_exposed = grad_sync_.last_timing().gather_exposed;
-    r.grad_norm = update.grad_norm;
-    r.lr = update.lr;
+    if (r.rollback_to >= 0) return r;
+    r.rolled_back_from = std::exchange(rolled_back_from_, -1);
+    r.bad_steps = bad_steps_;
     r.seconds = parallel::steady_seconds() - begin;
     r.comm_seconds = pipeline.comm_seconds() - comm_before;
     r.data_wait = feed_->waited() - wait_before;
     r.pipeline = pipeline.last_timing();
-    if (!std::isfinite(r.loss)) {
-      abort_job(
-          fmt::format("loss is {} at step {}: training diverged; lower train.lr", r.loss, step));
-    }
     // ZeRO-1's parameters arrive during the next step's forward; a validation reads them before.
     if (validation_->due(step)) {
       grad_sync_.wait_params();
@@ -175,11 +161,126 @@ private:
       check_same_data(meta_);
       first_step_ = meta_.step;
       first_samples_ = meta_.samples_seen;
+      last_checkpoint_ = plan_.resume_path;
       report_.resumed(plan_.resume_path, meta_, seconds);
     } else if (!plan_.init_from.empty()) {
       read_model_file(plan_.init_from, model_, nullptr, config_.model, grid_);
       report_.wrote("weights from", plan_.init_from);
     }
+  }
+
+  // The forward, backward and gradient reduction, and the update unless the step is bad.
+  void train_step(int step, StepRecord& r) {
+    parallel::Executor& pipeline = model_.executor();
+    pipeline.zero_grad();
+    parallel::Executor::Samples samples = feed_->samples(step);
+    if (dump_) {
+      samples = [this, read = samples](int micro, std::vector<std::int32_t>& seq) {
+        read(micro, seq);
+        dump_->batch(seq);
+      };
+    }
+    const float loss_weight = 1.0f / float(config_.train.grad_accum * grid_.layout().dp);
+    const double loss = pipeline.step(samples, loss_weight, grad_sync_.during_step()) +
+                        parallel::fault::loss_offset_now(step);
+    r.loss = grad_sync_.finish(loss, &trace_);
+    if (dump_) dump_->step(step, r.loss);
+    if (parallel::fault::nan_gradient_now(step)) optimizer_.poison_gradient(model_);
+    r.grad_norm = optimizer_.grad_norm(model_);
+    r.lr = layers::learning_rate(plan_.optim, step);
+    const StepGuard::Verdict verdict = guard_.check(r.loss, r.grad_norm);
+    if (!verdict.bad) {
+      optimizer_.update(model_, step, r.grad_norm, &trace_);
+      guard_.accept(r.loss);
+    }
+    // Before gather_params, which under ZeRO spends the reduced gradients' buffer.
+    if (step == first_step_ && !plan_.gradients_path.empty()) write_gradients(step);
+    grad_sync_.gather_params();
+    r.dp_in_flight = grad_sync_.last_timing().in_flight;
+    r.dp_exposed = grad_sync_.last_timing().exposed;
+    r.dp_buckets = grad_sync_.last_timing().buckets;
+    r.dp_buckets_overlapped = grad_sync_.last_timing().early;
+    r.dp_gather = grad_sync_.last_timing().gather_in_flight;
+    r.dp_gather_exposed = grad_sync_.last_timing().gather_exposed;
+    if (verdict.bad) answer_bad_step(step, verdict.what, r);
+  }
+
+  // train.skip_steps: the step's samples are read (the cursor moves as ever) and dropped.
+  void drop_batch(int step, StepRecord& r) {
+    const parallel::Executor::Samples samples = feed_->samples(step);
+    std::vector<std::int32_t> seq;
+    for (int micro = 0; micro < config_.train.grad_accum; ++micro)
+      samples(micro, seq);
+    r.loss = r.grad_norm = std::nan("");
+    r.lr = layers::learning_rate(plan_.optim, step);
+    r.action = "skip_steps";
+    r.samples = {samples_before(step), samples_before(step + 1) - 1};
+    r.event = fmt::format("skipped as train.skip_steps asks: samples {} read and dropped, no "
+                          "update",
+                          samples_text(step));
+  }
+
+  // "1024 to 1055": the global indices of the samples of `step` in the run's order.
+  std::string samples_text(int step) const {
+    return fmt::format("{} to {}", samples_before(step), samples_before(step + 1) - 1);
+  }
+
+  // train.on_nonfinite, the same on every rank (the verdict is agreed).
+  void answer_bad_step(int step, const std::string& what, StepRecord& r) {
+    ++bad_steps_;
+    r.samples = {samples_before(step), samples_before(step + 1) - 1};
+    const std::string policy = config_.train.on_nonfinite;
+    const std::string where =
+        fmt::format("step {}: {}, on samples {}", step + 1, what, samples_text(step));
+    const bool root = grid_.rank() == 0;
+    if (policy == "stop") {
+      throw CollectiveError(
+          fmt::format("{}: the run stops before its update (train.on_nonfinite = stop). The "
+                      "weights are those after step {}. If training diverged, lower train.lr "
+                      "or raise train.warmup_steps; for bad data, set train.on_nonfinite = skip, "
+                      "or rollback with checkpoints",
+                      where, step),
+          root);
+    }
+    if (bad_steps_ > config_.train.max_bad_steps) {
+      throw CollectiveError(
+          fmt::format("{}: the {}th bad step of this run, more than train.max_bad_steps = {}: "
+                      "the run stops (training has likely diverged; lower train.lr, or raise "
+                      "train.max_bad_steps)",
+                      where, bad_steps_, config_.train.max_bad_steps),
+          root);
+    }
+    r.bad = what;
+    r.action = policy;
+    if (policy == "skip") {
+      r.event = fmt::format("{}, on samples {}: its update is dropped (train.on_nonfinite = "
+                            "skip)",
+                            what, samples_text(step));
+      return;
+    }
+    if (last_checkpoint_.empty()) {
+      throw CollectiveError(
+          fmt::format("{}: train.on_nonfinite = rollback, but this run has no checkpoint to go "
+                      "back to yet; save earlier (checkpoint.every), or skip",
+                      where),
+          root);
+    }
+    rollback(step, where);
+    r.rollback_to = first_step_;
+  }
+
+  // Back to the newest checkpoint this run saved or started from, with the data cursor past
+  // the samples of `step`, so that they are not met again.
+  void rollback(int step, const std::string& where) {
+    const std::uint64_t past = samples_before(step + 1);
+    grad_sync_.wait_params();
+    feed_->stop();
+    meta_ = read_model_file(last_checkpoint_, model_, &optimizer_, config_.model, grid_);
+    first_step_ = meta_.step;
+    first_samples_ = past;
+    feed_->restart(first_step_, past);
+    rolled_back_from_ = step;
+    report_.rolled_back(where, last_checkpoint_, meta_.step, past);
   }
 
   // A resumed run goes on through the same samples in the same order; new data is a new run.
@@ -195,13 +296,18 @@ private:
     });
   }
 
-  // The run's position after `steps` steps.
-  void advance(int steps) {
+  // The data cursor before step `steps`: samples read by the steps before it.
+  std::uint64_t samples_before(int steps) const {
     const std::uint64_t per_step = std::uint64_t(config_.train.grad_accum) *
                                    std::uint64_t(grid_.layout().dp) *
                                    std::uint64_t(config_.train.micro_batch);
+    return first_samples_ + std::uint64_t(steps - first_step_) * per_step;
+  }
+
+  // The run's position after `steps` steps.
+  void advance(int steps) {
     meta_.step = steps;
-    meta_.samples_seen = first_samples_ + std::uint64_t(steps - first_step_) * per_step;
+    meta_.samples_seen = samples_before(steps);
     meta_.tokens_seen = meta_.samples_seen * std::uint64_t(config_.model.seq_len);
   }
 
@@ -243,6 +349,7 @@ private:
     Checkpointer::Saved saved;
     write_at(steps, [&] { saved = checkpoints_.save(meta_, model_, optimizer_, data_.tokenizer); });
     r.checkpoint_path = saved.path;
+    last_checkpoint_ = saved.path;
     r.checkpoint_seconds = saved.seconds;
     r.checkpoint_bytes = saved.bytes;
     r.checkpoint_staging = saved.staging;
@@ -264,8 +371,13 @@ private:
   std::unique_ptr<Validation> validation_;
   std::unique_ptr<BatchFeed> feed_;
   CheckpointMeta meta_;
-  int first_step_ = 0;
-  std::uint64_t first_samples_ = 0;
+  StepGuard guard_;
+  const std::set<int> skip_steps_;  // 0-based
+  int first_step_ = 0;              // where this run (or its last rollback) started
+  std::uint64_t first_samples_ = 0; // the data cursor there
+  std::string last_checkpoint_;     // the newest checkpoint saved or resumed from ("" for none)
+  int bad_steps_ = 0;               // steps train.on_nonfinite answered
+  int rolled_back_from_ = -1;       // the step the last rollback left, for the next report
 };
 
 } // namespace
@@ -294,6 +406,10 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     parallel::flight::set_step(step);
     parallel::fault::hang_if_asked(step);
     const StepRecord r = run.step(step);
+    if (r.rollback_to >= 0) {
+      step = r.rollback_to - 1; // the loop's ++ makes it the checkpoint's step
+      continue;
+    }
     result.losses.push_back(r.loss);
     result.grad_norms.push_back(r.grad_norm);
     result.dp_buckets = r.dp_buckets;

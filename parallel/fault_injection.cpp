@@ -16,7 +16,7 @@
 namespace gridlm::parallel::fault {
 namespace {
 
-enum class Kind { none, skip_send, hang };
+enum class Kind { none, skip_send, hang, nan_grad, loss_spike };
 
 struct Fault {
   Kind kind = Kind::none;
@@ -36,18 +36,22 @@ void configure_from_environment() {
   f = Fault{};
   const char* text = std::getenv("GRIDLM_FAULT");
   if (text == nullptr || *text == '\0') return;
-  const std::regex form(R"((skip_send|hang):([0-9]+):([0-9]+))");
+  const std::regex form(R"((skip_send|hang|nan_grad|loss_spike):([0-9]+):([0-9]+))");
   std::smatch m;
   const std::string value(text);
   if (!std::regex_match(value, m, form) || std::stoi(m[3]) < 1) {
     throw Error(
-        fmt::format("GRIDLM_FAULT={}: expected skip_send:RANK:STEP or hang:RANK:STEP, STEP from 1 "
-                    "(a test-only switch; unset it for real runs)",
+        fmt::format("GRIDLM_FAULT={}: expected KIND:RANK:STEP with KIND one of skip_send, hang, "
+                    "nan_grad, loss_spike and STEP from 1 (a test-only switch; unset it for real "
+                    "runs)",
                     value));
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  f.kind = m[1] == "hang" ? Kind::hang : Kind::skip_send;
+  f.kind = m[1] == "hang"         ? Kind::hang
+           : m[1] == "nan_grad"   ? Kind::nan_grad
+           : m[1] == "loss_spike" ? Kind::loss_spike
+                                  : Kind::skip_send;
   f.step = std::stoi(m[3]) - 1; // the recorder counts from 0
   f.armed = std::stoi(m[2]) == rank;
 }
@@ -65,6 +69,20 @@ void hang_if_asked(int step) {
   if (!f.armed || f.kind != Kind::hang || step != f.step) return;
   for (;;)
     std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+bool nan_gradient_now(int step) {
+  Fault& f = fault();
+  if (!f.armed || f.kind != Kind::nan_grad || step != f.step) return false;
+  f.armed = false;
+  return true;
+}
+
+double loss_offset_now(int step) {
+  Fault& f = fault();
+  if (!f.armed || f.kind != Kind::loss_spike || step != f.step) return 0.0;
+  f.armed = false;
+  return 100.0;
 }
 
 } // namespace gridlm::parallel::fault

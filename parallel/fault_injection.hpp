@@ -2,6 +2,9 @@
 // waiting forever (tests/cli/hang.sh). The environment variable GRIDLM_FAULT asks for one fault:
 //   GRIDLM_FAULT=skip_send:RANK:STEP   world rank RANK drops its first send at or after STEP
 //   GRIDLM_FAULT=hang:RANK:STEP        world rank RANK sleeps forever when STEP begins
+//   GRIDLM_FAULT=nan_grad:RANK:STEP    world rank RANK's gradient gets a NaN in STEP
+//   GRIDLM_FAULT=loss_spike:RANK:STEP  world rank RANK's loss of STEP is 100 higher
+// Each fault happens once per process (a rolled-back run does not meet it again).
 // STEP counts from 1, as the log does.
 // Unset (as in every real run) it costs one branch per send and per step.
 #pragma once
@@ -17,5 +20,11 @@ bool skip_this_send();
 
 // Sleeps forever when this rank is to hang at this step.
 void hang_if_asked(int step);
+
+// True once, when this rank is to poison its gradient in `step` (0-based).
+bool nan_gradient_now(int step);
+
+// What to add to this rank's local loss in `step` (0-based): 100 once, when asked, else 0.
+double loss_offset_now(int step);
 
 } // namespace gridlm::parallel::fault

@@ -1,0 +1,62 @@
+// engine::StepGuard: whether a step's update may be applied. A non-finite loss or gradient
+// norm on any rank, or a loss spike (far above the median of the recent losses, in robust
+// standard deviations from their median absolute deviation), is agreed by every rank before
+// the optimizer step, so that all ranks take the same branch of train.on_nonfinite (the
+// trainer carries it out: stop, skip or rollback).
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <set>
+#include <string>
+
+#include "engine/run_config.hpp"
+#include "parallel/grid.hpp"
+
+namespace gridlm::engine {
+
+// The last `capacity` losses of updated steps, and their median and MAD.
+class LossWindow {
+public:
+  explicit LossWindow(std::size_t capacity) : capacity_(capacity) {}
+  void push(double loss);
+  std::size_t size() const { return values_.size(); }
+  double median() const;
+  double mad() const; // median absolute deviation from the median
+
+private:
+  std::size_t capacity_;
+  std::deque<double> values_;
+};
+
+// Spike detection needs this many losses in the window before it judges.
+constexpr std::size_t spike_min_losses = 10;
+
+class StepGuard {
+public:
+  StepGuard(const TrainConfig& train, const parallel::Grid& grid);
+
+  struct Verdict {
+    bool bad = false;
+    std::string what; // "the loss is nan", "a loss spike: ...", "" when fine
+  };
+  // Collective over the grid: every rank gets the same verdict, whatever it saw itself.
+  Verdict check(double loss, double grad_norm) const;
+  // The loss of a step whose update was applied joins the window.
+  void accept(double loss) { window_.push(loss); }
+
+private:
+  // This rank's own reading of the step: 0 fine, 1 spike, 2 non-finite gradient norm, 3
+  // non-finite loss (the worst over ranks wins, so every rank names the same problem).
+  int judge(double loss, double grad_norm) const;
+
+  const parallel::Grid& grid_;
+  double spike_threshold_;
+  LossWindow window_;
+};
+
+// "3,7,10-12" (steps counted from 1) as 0-based steps {2, 6, 9, 10, 11}; "" is none. Throws
+// gridlm::Error naming `key` and the form when the text is not such a list.
+std::set<int> parse_step_list(const std::string& text, const std::string& key);
+
+} // namespace gridlm::engine

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A bad step (train.on_nonfinite, engine/step_guard.hpp): GRIDLM_FAULT puts a NaN into one rank's
+# gradient (or a spike into its loss) at one step, and every rank must take the same branch.
+# Usage: bad_steps.sh GRIDLM MPIEXEC CONFIG WORKDIR RANKS RANK MODE [--set ...]
+#   stop      the run ends on every rank with the message; prints "exit status N after S s"
+#   skip      the run goes on without that step's update; its weights are compared with those of
+#             a run that skipped the same step by train.skip_steps ("weights: N of M identical")
+#   rollback  checkpoints every 2 steps; the run rolls back and finishes; prints the steps of
+#             metrics.jsonl, which must hold each step once and in order
+#   spike     a loss 100 higher at step 15 is a spike (train.spike_threshold = 6), skipped
+set -u
+gridlm=$1 mpiexec=$2 config=$3 work=$4 ranks=$5 rank=$6 mode=$7
+shift 7
+rm -rf "$work"
+mkdir -p "$work"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+run() { # DIR FAULT ARGS...: a run's output, then its status
+  local dir=$1 fault=$2
+  shift 2
+  GRIDLM_FAULT=$fault timeout 120 "$mpiexec" -n "$ranks" "$gridlm" train --config "$config" \
+    --set output.dir="$work/$dir" --set output.metrics=metrics.jsonl "$@"
+  echo "$dir: exit status $?"
+}
+metrics_steps() { /usr/bin/python3 -c "import json; print(*[json.loads(l)['step'] for l in open('$1')])"; }
+same_weights() { /usr/bin/python3 "$(dirname "$0")/same_weights.py" "$1" "$2"; }
+case $mode in
+  stop)
+    start=$(date +%s)
+    run stop "nan_grad:$rank:3" "$@" 2>&1
+    echo "after $(($(date +%s) - start)) s"
+    ;;
+  skip)
+    run skipped "nan_grad:$rank:3" --set train.on_nonfinite=skip --set output.weights=model.h5 "$@" 2>&1
+    run reference "" --set train.skip_steps=3 --set output.weights=model.h5 "$@" 2>&1
+    same_weights "$work/skipped/model.h5" "$work/reference/model.h5"
+    ;;
+  rollback)
+    run rolled "nan_grad:$rank:5" --set train.on_nonfinite=rollback --set checkpoint.dir=ck \
+      --set checkpoint.every=2 --set output.weights=model.h5 "$@" 2>&1
+    echo "metrics steps: $(metrics_steps "$work/rolled/metrics.jsonl") END"
+    ;;
+  spike)
+    run spike "loss_spike:$rank:15" --set train.on_nonfinite=skip --set train.spike_threshold=6 "$@" 2>&1
+    ;;
+  *)
+    echo "bad_steps.sh: unknown mode $mode" >&2
+    exit 2
+    ;;
+esac
+exit 0
