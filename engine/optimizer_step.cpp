@@ -61,9 +61,8 @@ double OptimizerStep::grad_norm(const PipelineModel& model) const {
   return std::sqrt(model.executor().grad_norm_squared(&model.tp_scalars()));
 }
 
-double OptimizerStep::update(PipelineModel& model, int step, double grad_norm,
-                             parallel::TraceRecorder* trace) {
-  const double lr = layers::learning_rate(optim_, step);
+void OptimizerStep::update(PipelineModel& model, int step, double lr, double grad_norm,
+                           parallel::TraceRecorder* trace) {
   const double start = parallel::steady_seconds();
   for (std::size_t c = 0; c < adamw_.size(); ++c) {
     const Kokkos::View<float*> grads =
@@ -73,7 +72,6 @@ double OptimizerStep::update(PipelineModel& model, int step, double grad_norm,
   Kokkos::fence();
   if (trace != nullptr)
     trace->add(parallel::TraceKind::optimizer, start, parallel::steady_seconds());
-  return lr;
 }
 
 void OptimizerStep::poison_gradient(PipelineModel& model) {

@@ -26,9 +26,10 @@ public:
   // Collective over pp and tp (over the grid under ZeRO): the global gradient norm, before
   // clipping. The trainer decides from it (engine/step_guard) whether to update().
   double grad_norm(const PipelineModel& model) const;
-  // AdamW with clipping to `grad_norm`; returns the learning rate. Recorded in `trace` (may be
-  // null) as the optimizer.
-  double update(PipelineModel& model, int step, double grad_norm, parallel::TraceRecorder* trace);
+  // AdamW at learning rate `lr` (the schedule's at `step`) with clipping to `grad_norm`.
+  // Recorded in `trace` (may be null) as the optimizer.
+  void update(PipelineModel& model, int step, double lr, double grad_norm,
+              parallel::TraceRecorder* trace);
   // Test-only (GRIDLM_FAULT=nan_grad): a NaN in one gradient element that counts in the norm,
   // in the gradients update() would read.
   void poison_gradient(PipelineModel& model);

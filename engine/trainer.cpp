@@ -190,7 +190,7 @@ private:
     r.lr = layers::learning_rate(plan_.optim, step);
     const StepGuard::Verdict verdict = guard_.check(r.loss, r.grad_norm);
     if (!verdict.bad) {
-      optimizer_.update(model_, step, r.grad_norm, &trace_);
+      optimizer_.update(model_, step, r.lr, r.grad_norm, &trace_);
       guard_.accept(r.loss);
     }
     // Before gather_params, which under ZeRO spends the reduced gradients' buffer.
@@ -214,24 +214,24 @@ private:
     r.loss = r.grad_norm = std::nan("");
     r.lr = layers::learning_rate(plan_.optim, step);
     r.action = "skip_steps";
-    r.samples = {samples_before(step), samples_before(step + 1) - 1};
-    r.event = fmt::format("skipped as train.skip_steps asks: samples {} read and dropped, no "
-                          "update",
-                          samples_text(step));
+    r.samples = samples_of(step);
+    r.event = fmt::format("skipped as train.skip_steps asks: samples {} to {} read and dropped, "
+                          "no update",
+                          r.samples.first, r.samples.second);
   }
 
-  // "1024 to 1055": the global indices of the samples of `step` in the run's order.
-  std::string samples_text(int step) const {
-    return fmt::format("{} to {}", samples_before(step), samples_before(step + 1) - 1);
+  // The global indices of the first and last samples of `step` in the run's order.
+  std::pair<std::uint64_t, std::uint64_t> samples_of(int step) const {
+    return {samples_before(step), samples_before(step + 1) - 1};
   }
 
   // train.on_nonfinite, the same on every rank (the verdict is agreed).
   void answer_bad_step(int step, const std::string& what, StepRecord& r) {
     ++bad_steps_;
-    r.samples = {samples_before(step), samples_before(step + 1) - 1};
+    r.samples = samples_of(step);
     const std::string policy = config_.train.on_nonfinite;
-    const std::string where =
-        fmt::format("step {}: {}, on samples {}", step + 1, what, samples_text(step));
+    const std::string where = fmt::format("step {}: {}, on samples {} to {}", step + 1, what,
+                                          r.samples.first, r.samples.second);
     const bool root = grid_.rank() == 0;
     if (policy == "stop") {
       throw CollectiveError(
@@ -244,7 +244,7 @@ private:
     }
     if (bad_steps_ > config_.train.max_bad_steps) {
       throw CollectiveError(
-          fmt::format("{}: the {}th bad step of this run, more than train.max_bad_steps = {}: "
+          fmt::format("{}: bad step number {} of this run, more than train.max_bad_steps = {}: "
                       "the run stops (training has likely diverged; lower train.lr, or raise "
                       "train.max_bad_steps)",
                       where, bad_steps_, config_.train.max_bad_steps),
@@ -253,9 +253,9 @@ private:
     r.bad = what;
     r.action = policy;
     if (policy == "skip") {
-      r.event = fmt::format("{}, on samples {}: its update is dropped (train.on_nonfinite = "
-                            "skip)",
-                            what, samples_text(step));
+      r.event = fmt::format("{}, on samples {} to {}: its update is dropped "
+                            "(train.on_nonfinite = skip)",
+                            what, r.samples.first, r.samples.second);
       return;
     }
     if (last_checkpoint_.empty()) {
