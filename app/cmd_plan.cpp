@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "app/cli_checks.hpp"
 #include "app/svg_timeline.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
@@ -79,13 +80,13 @@ void add_plan_command(CLI::App& app) {
       "plan", "Build, check and simulate a pipeline schedule; print it and draw its timeline");
   sub->add_option("--pp", cmd->pp, "Pipeline stages")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("-m,--micro-batches", cmd->micro_batches, "Micro-batches per step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--chunks", cmd->chunks, "Model chunks per stage (interleaved-1f1b)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--schedule", cmd->schedule, "gpipe, 1f1b, interleaved-1f1b or zb-h1")
       ->capture_default_str();
   sub->add_option("--svg", cmd->svg, "Write the simulated timeline as an SVG picture");

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "app/cli_checks.hpp"
 #include "app/progress.hpp"
 #include "io/dataset_writer.hpp"
 #include "io/parallel_h5.hpp"
@@ -119,12 +120,23 @@ void check_options(const PrepareDataCommand& cmd) {
     throw Error("give --vocab-size N to train a tokenizer on the input, or --tokenizer FILE to "
                 "use an existing one (a SentencePiece .model file or a gridlm dataset)");
   }
-  if (cmd.valid_fraction < 0.0 || cmd.valid_fraction >= 1.0) {
+  if (!(cmd.valid_fraction >= 0.0 && cmd.valid_fraction < 1.0)) {
     throw Error(
         fmt::format("--valid-fraction {} must be at least 0 and below 1", cmd.valid_fraction));
   }
   if (cmd.synthetic_documents < 1) throw Error("--synthetic-documents must be positive");
   io::parse_document_mode(cmd.documents);
+  // Writing over a file the run reads would destroy it before (or while) it is read.
+  std::vector<std::string> read = cmd.inputs;
+  if (!cmd.tokenizer.empty()) read.push_back(cmd.tokenizer);
+  for (const std::string& in : read) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(in, cmd.output, ec)) {
+      throw Error(fmt::format("-o {} is also an input ('{}'): writing the dataset would destroy "
+                              "what it is made from; give another output path",
+                              cmd.output, in));
+    }
+  }
   const std::filesystem::path dir = std::filesystem::path(cmd.output).parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir)) {
     throw Error(fmt::format("cannot write '{}': the directory '{}' does not exist", cmd.output,
@@ -146,6 +158,7 @@ io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& co
   const bool show = true; // rank 0 alone reads the corpus here, and says so
   Progress progress("tokenizer: reading the corpus", show, cmd.progress_every);
   std::uint64_t documents = 0;
+  bool ended = false; // the corpus was read to its end
   std::string document;
   std::string::size_type at = 0;
   // Training texts are whole lines of a document, up to a few kB each: SentencePiece skips
@@ -153,6 +166,7 @@ io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& co
   const auto next_text = [&](std::string& text) {
     while (at >= document.size()) {
       if (!all->next(document)) {
+        ended = true;
         progress.finish();
         std::printf("tokenizer: learning %d BPE pieces from %s documents (%s)...\n", cmd.vocab_size,
                     short_count(double(documents)).c_str(),
@@ -183,7 +197,7 @@ io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& co
   try {
     return io::train_bpe(o, next_text);
   } catch (const Error&) {
-    if (documents == 0) {
+    if (documents == 0 && ended) {
       throw Error("the inputs hold no documents (only blank lines or empty texts): nothing to "
                   "train a tokenizer on");
     }
@@ -300,7 +314,7 @@ void add_prepare_data_command(CLI::App& app, const std::string& command_line) {
   sub->add_option("-o,--output", cmd->output, "The dataset file to write (HDF5)")->required();
   sub->add_option("--vocab-size", cmd->vocab_size,
                   "Train a SentencePiece BPE tokenizer of this many pieces on the input")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--tokenizer", cmd->tokenizer,
                   "Use this tokenizer instead: a SentencePiece .model file, or a gridlm dataset "
                   "whose tokenizer to reuse");
@@ -313,15 +327,18 @@ void add_prepare_data_command(CLI::App& app, const std::string& command_line) {
       ->capture_default_str();
   sub->add_option("--seed", cmd->seed,
                   "Seed of the validation split, the tokenizer's sampling and --synthetic")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative_number());
   sub->add_flag("--synthetic", cmd->synthetic,
                 "Use the built-in synthetic English-like corpus instead of input files");
   sub->add_option("--synthetic-documents", cmd->synthetic_documents,
                   "Documents in the synthetic corpus")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(positive_number());
   sub->add_option("--progress-every", cmd->progress_every,
                   "Seconds between progress lines when the output is not a terminal")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(positive_number());
   sub->footer("Examples:\n"
               "  gridlm prepare-data --synthetic --vocab-size 512 -o data/synthetic.h5\n"
               "  mpiexec -n 4 gridlm prepare-data corpus/ --vocab-size 8000 -o data/corpus.h5\n"

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "app/cli_checks.hpp"
 #include "engine/sampler.hpp"
 #include "engine/weights_file.hpp"
 #include "io/token_dataset.hpp"
@@ -73,6 +74,20 @@ void run(const SampleCommand& cmd) {
     io::H5File file = io::H5File::open_read(cmd.weights);
     const layers::ModelConfig m = engine::read_model_attributes(file);
     const std::optional<io::Tokenizer> tok = find_tokenizer(cmd, file);
+    if (tok && tok->vocab_size() > m.vocab_size) {
+      throw Error(fmt::format("the tokenizer ({}) has {} pieces, more than the vocabulary of {} "
+                              "that the model in '{}' was trained with: it is not that model's "
+                              "tokenizer; give --tokenizer the dataset the model was trained on",
+                              cmd.tokenizer.empty() ? "stored in the weights file" : cmd.tokenizer,
+                              tok->vocab_size(), m.vocab_size, cmd.weights));
+    }
+    for (std::int32_t id : prompt) {
+      if (id >= m.vocab_size) {
+        throw Error(fmt::format("--prompt-ids: token id {} is outside the vocabulary of the model "
+                                "in '{}' (ids 0 to {})",
+                                id, cmd.weights, m.vocab_size - 1));
+      }
+    }
     if (!cmd.prompt.empty()) {
       if (!tok) {
         throw Error(fmt::format("--prompt needs a tokenizer, and '{}' carries none (the model "
@@ -128,15 +143,17 @@ void add_sample_command(CLI::App& app) {
                   "weights file carries no tokenizer");
   sub->add_option("-n,--tokens", cmd->options.tokens, "New tokens to generate")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   sub->add_option("-t,--temperature", cmd->options.temperature,
                   "Softmax temperature (0: always the most likely token)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   sub->add_option("-k,--top-k", cmd->options.top_k, "Draw among the k most likely tokens (0: all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--seed", cmd->options.seed, "Seed of the draws")->capture_default_str();
+      ->check(non_negative_number());
+  sub->add_option("--seed", cmd->options.seed, "Seed of the draws")
+      ->capture_default_str()
+      ->check(non_negative_number());
   sub->footer("Example: gridlm sample --weights gridlm-out/model.h5 --prompt \"The cat\" -n 50");
   sub->callback([cmd] { run(*cmd); });
 }

@@ -153,6 +153,10 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "weights to start a new run from (a checkpoint or weights file; no optimizer state, step "
        "0)",
        &c.checkpoint.init_from},
+      {"checkpoint", "on_save_error",
+       "a save that fails (disk full, directory gone): stop, or continue (warn, keep the previous "
+       "checkpoint and go on; the save at the end or before the time limit must succeed)",
+       &c.checkpoint.on_save_error},
   };
 }
 
@@ -247,7 +251,11 @@ void set_from_toml(ConfigField& f, const toml::node& node, const std::string& wh
 
 void set_from_text(ConfigField& f, const std::string& text) {
   auto bad = [&] {
-    return Error(fmt::format("--set {}={}: expected a {}", f.dotted(), text, type_name(f)));
+    const char* noun = type_name(f);
+    const char* range =
+        std::holds_alternative<int*>(f.target) ? " from -2147483648 to 2147483647" : "";
+    return Error(fmt::format("--set {}={}: expected {} {}{}", f.dotted(), text,
+                             noun[0] == 'i' ? "an" : "a", noun, range));
   };
   std::visit(
       [&](auto* p) {
@@ -363,7 +371,13 @@ void validate(const RunConfig& c) {
   const auto& t = c.train;
   need(t.micro_batch >= 1, "train.micro_batch must be positive");
   need(t.grad_accum >= 1, "train.grad_accum must be positive");
-  need(t.steps >= 0, "train.steps must not be negative");
+  need(t.steps >= 1, fmt::format("train.steps = {}: give at least 1 (the steps the run ends at; a "
+                                 "resumed run counts the steps already done)",
+                                 t.steps));
+  need(t.seed >= 0 && t.seed <= 0xFFFFFFFFL,
+       fmt::format("train.seed = {}: give a whole number from 0 to 4294967295", t.seed));
+  need(c.data.seed >= 0 && c.data.seed <= 0xFFFFFFFFL,
+       fmt::format("data.seed = {}: give a whole number from 0 to 4294967295", c.data.seed));
   need(t.log_every >= 1, "train.log_every must be positive");
   need(t.peak_gflops > 0, "train.peak_gflops must be positive");
   need(t.exit_margin_minutes >= 0 || t.exit_margin_minutes == -1,
@@ -399,6 +413,9 @@ void validate(const RunConfig& c) {
        "run, init_from starts a new one from its weights");
   need(k.resume != "auto" || !k.dir.empty(),
        "checkpoint.resume = \"auto\" looks in checkpoint.dir: set checkpoint.dir too");
+  need(k.on_save_error == "stop" || k.on_save_error == "continue",
+       fmt::format("checkpoint.on_save_error = \"{}\": the choices are stop and continue",
+                   k.on_save_error));
   need(t.on_nonfinite == "stop" || t.on_nonfinite == "skip" || t.on_nonfinite == "rollback",
        fmt::format("train.on_nonfinite = \"{}\": the choices are stop, skip and rollback",
                    t.on_nonfinite));
@@ -416,6 +433,8 @@ void validate(const RunConfig& c) {
   }
   need(c.train.eval_every >= 0, "train.eval_every must not be negative (0: no validation)");
   need(c.train.eval_batches >= 1, "train.eval_batches must be positive");
+  need(!c.output.dir.empty(),
+       "output.dir is empty: give a directory for the run's files (\".\" for the current one)");
   need(!c.data.source.empty(),
        "data.source must be synthetic or the path of a dataset file (gridlm prepare-data)");
   if (!problems.empty()) {

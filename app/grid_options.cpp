@@ -1,6 +1,8 @@
 // Grid flags on the command line.
 #include "app/grid_options.hpp"
 
+#include "app/cli_checks.hpp"
+
 namespace gridlm::app {
 
 void add_grid_flags(CLI::App& cmd, GridFlags& flags) {
@@ -14,7 +16,7 @@ void add_grid_flags(CLI::App& cmd, GridFlags& flags) {
                "Allow a tensor-parallel group to span nodes (slow; refused by default)");
   cmd.add_option("--simulate-ranks-per-node", flags.simulate_ranks_per_node,
                  "Testing aid: treat every N consecutive ranks as one node")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->group("Testing");
 }
 

@@ -3,8 +3,11 @@
 // ranks agreed on exit cleanly; an error only one rank knows about ends the job via MPI_Abort.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 #include "gridlm/version.hpp"
 #include "layers/blas_info.hpp"
 #include "layers/kokkos_runtime.hpp"
+#include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/mpi_runtime.hpp"
 
@@ -68,6 +72,63 @@ std::string command_line(int argc, char** argv) {
   return out;
 }
 
+// Edits (insert, delete, replace) that turn a into b: how near a misspelling is.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "" when argv[1] is an option or a subcommand; else the message for the unknown word, with the
+// nearest subcommand when one is near enough to be a misspelling.
+std::string unknown_subcommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string word = argv[1];
+  std::string names, nearest;
+  std::size_t best = 3; // more edits than this is another word, not a misspelling
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == word) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    const std::size_t d = edit_distance(word, sub->get_name());
+    if (d < best) best = d, nearest = sub->get_name();
+  }
+  return fmt::format("gridlm: unknown subcommand '{}'.{} The subcommands are {} (gridlm --help "
+                     "says what each does).",
+                     word, nearest.empty() ? "" : " Did you mean '" + nearest + "'?", names);
+}
+
+// Thread counts that OpenMP and OpenBLAS would read as 0 or garbage and then ignore in silence.
+void check_environment() {
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    const std::string text = value;
+    bool ok = !text.empty();
+    for (std::size_t at = 0; ok && at < text.size();) {
+      const std::size_t comma = std::min(text.find(',', at), text.size());
+      const std::string part = text.substr(at, comma - at);
+      ok = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos &&
+           part.size() < 6 && std::stoi(part) > 0;
+      at = comma + 1;
+    }
+    if (!ok) {
+      throw gridlm::Error(fmt::format("environment: {}='{}' is not a thread count; set it to a "
+                                      "positive whole number (threads per rank), or unset it",
+                                      name, text));
+    }
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -89,7 +150,12 @@ int main(int argc, char** argv) {
   gridlm::app::add_sample_command(app);
   gridlm::app::add_checkpoint_command(app);
 
+  if (const std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
+    if (mpi.rank() == 0) std::fprintf(stderr, "%s\n", unknown.c_str());
+    return int(CLI::ExitCodes::ExtrasError);
+  }
   try {
+    gridlm::parallel::run_agreed(MPI_COMM_WORLD, check_environment);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same command line, so every rank fails alike; one report is enough.

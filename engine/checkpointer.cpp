@@ -83,4 +83,10 @@ Checkpointer::Saved Checkpointer::save(const CheckpointMeta& meta, const Pipelin
   return saved;
 }
 
+void Checkpointer::discard(int step) {
+  if (grid_.rank() != 0) return;
+  std::error_code ec;
+  std::filesystem::remove(checkpoint_file(dir_, step) + ".partial", ec);
+}
+
 } // namespace gridlm::engine

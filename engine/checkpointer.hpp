@@ -33,6 +33,9 @@ public:
   Saved save(const CheckpointMeta& meta, const PipelineModel& model, const OptimizerStep& optimizer,
              const std::string& tokenizer);
 
+  // Rank 0 removes what a failed save of step `step` left (its .partial file).
+  void discard(int step);
+
 private:
   const RunConfig& config_;
   const parallel::Grid& grid_;

@@ -127,6 +127,7 @@ nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double
     j["samples"] = {r.samples.first, r.samples.second};
   }
   if (r.rolled_back_from >= 0) j["rolled_back_from"] = r.rolled_back_from;
+  if (!r.checkpoint_error.empty()) j["checkpoint_error"] = r.checkpoint_error;
   if (!r.checkpoint_path.empty()) {
     j["checkpoint_s"] = r.checkpoint_seconds;
     j["checkpoint_bytes"] = r.checkpoint_bytes;

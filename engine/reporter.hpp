@@ -41,6 +41,7 @@ struct StepRecord {
   double tokens_per_s = 0.0;      // the step's throughput, as reported
   parallel::PipelineTiming pipeline;
   std::string checkpoint_path;          // a checkpoint saved after this step ("" for none)
+  std::string checkpoint_error;         // why a save after this step failed and was passed over
   double checkpoint_seconds = 0.0;      // and the time it took
   std::uint64_t checkpoint_bytes = 0;   // and its size
   std::uint64_t checkpoint_staging = 0; // and the most host memory a rank staged it in

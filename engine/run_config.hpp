@@ -69,6 +69,8 @@ struct CheckpointConfig {
   int keep = 3;               // newest checkpoints kept; older ones go once a new one is complete
   std::string resume = "";    // a checkpoint to resume from, or "auto": the newest in dir, if any
   std::string init_from = ""; // weights (a checkpoint or weights file) to start from, at step 0
+  std::string on_save_error =
+      "stop"; // a failed save: stop, or continue (warn and go on; the last save must succeed)
 };
 
 struct RunConfig {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "engine/comm_backend.hpp"
+#include "engine/memory_budget.hpp"
 #include "layers/model_config.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
@@ -22,6 +23,10 @@ namespace {
 void make_directory(const std::string& dir) {
   if (dir.empty()) return;
   std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    throw Error(
+        fmt::format("output.dir '{}' is a file, not a directory; give a directory path", dir));
+  }
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
 }
@@ -51,6 +56,33 @@ void check_checkpoint_dir(const std::string& dir) {
                             dir, std::strerror(errno)));
   }
   std::filesystem::remove(probe, ec);
+}
+
+// Rank 0 checks each output file before step 1, so that a bad path cannot cost the trained
+// weights: not a directory, and its directory exists (made if missing) and takes a new file.
+void check_output_file(const std::string& key, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    throw Error(fmt::format("{} = '{}' is a directory; give a file name", key, path));
+  }
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec || (!parent.empty() && !fs::is_directory(parent))) {
+    throw Error(fmt::format("{} = '{}': cannot make its directory '{}' ({}); give a path in a "
+                            "writable directory",
+                            key, path, parent.string(),
+                            ec ? ec.message() : "a file of that name exists"));
+  }
+  const std::string probe = path + ".gridlm-write-test";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr || std::fclose(f) != 0) {
+    throw Error(fmt::format("{} = '{}': cannot write in its directory ({}); give a path in a "
+                            "writable directory",
+                            key, path, std::strerror(errno)));
+  }
+  fs::remove(probe, ec);
 }
 
 // Rank 0's reading of checkpoint.resume: "auto" is the file `latest` names, or "" when there is
@@ -127,7 +159,13 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
     plan.weights_path = output_path(config, config.output.weights);
     plan.trace_path = output_path(config, config.output.trace);
     plan.gradients_path = output_path(config, config.output.gradients);
-    if (grid.rank() == 0) make_directory(config.output.dir);
+    if (grid.rank() == 0) {
+      make_directory(config.output.dir);
+      check_output_file("output.metrics", plan.metrics_path);
+      check_output_file("output.weights", plan.weights_path);
+      check_output_file("output.trace (--trace)", plan.trace_path);
+      check_output_file("output.gradients", plan.gradients_path);
+    }
     const CheckpointConfig& k = config.checkpoint;
     if (!k.dir.empty()) {
       plan.checkpoint_dir = output_path(config, k.dir);
@@ -137,6 +175,7 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
     plan.init_from = k.init_from;
   });
   broadcast(plan.resume_path, grid);
+  check_memory_fits(config, grid);
   return plan;
 }
 

@@ -117,7 +117,7 @@ public:
     } else {
       r.val_loss = std::nan("");
     }
-    if (checkpoints_.due(step)) save(step + 1, r);
+    if (checkpoints_.due(step)) save(step + 1, r, step == config_.train.steps - 1);
     answer_job(step, r, parallel::steady_seconds() - begin);
     r.tokens_per_s = report_.step(r);
     return r;
@@ -322,7 +322,7 @@ private:
       report_.note(fmt::format("step {}: {} asks for a checkpoint, but checkpoint.dir is not set",
                                step + 1, job.reason));
     } else if (r.checkpoint_path.empty()) {
-      save(step + 1, r);
+      save(step + 1, r, true);
     }
     r.stop = job.stop && !last;
     r.stop_reason = job.reason;
@@ -333,7 +333,12 @@ private:
   void write_at(int steps, const std::function<void()>& write) {
     advance(steps);
     feed_->stop();
-    write();
+    try {
+      write();
+    } catch (...) {
+      feed_->restart(steps, meta_.samples_seen); // a failed save may be passed over
+      throw;
+    }
     feed_->restart(steps, meta_.samples_seen);
   }
 
@@ -344,10 +349,24 @@ private:
     report_.wrote("gradients", plan_.gradients_path);
   }
 
-  void save(int steps, StepRecord& r) {
+  // `must`: the save at the end or before the time limit, which checkpoint.on_save_error =
+  // continue does not pass over (the job would end with its work unsaved). Only an error every
+  // rank agreed on can be passed over: then no rank is left inside the collective write.
+  void save(int steps, StepRecord& r, bool must) {
     grad_sync_.wait_params(); // ZeRO-1's parameters may still be arriving
     Checkpointer::Saved saved;
-    write_at(steps, [&] { saved = checkpoints_.save(meta_, model_, optimizer_, data_.tokenizer); });
+    try {
+      write_at(steps,
+               [&] { saved = checkpoints_.save(meta_, model_, optimizer_, data_.tokenizer); });
+    } catch (const CollectiveError& e) {
+      if (must || config_.checkpoint.on_save_error != "continue") throw;
+      checkpoints_.discard(steps);
+      r.checkpoint_error = e.what();
+      r.event = fmt::format("checkpoint not saved: {}; going on (checkpoint.on_save_error = "
+                            "continue), the newest complete checkpoint is {}",
+                            e.what(), last_checkpoint_.empty() ? "none" : last_checkpoint_);
+      return;
+    }
     r.checkpoint_path = saved.path;
     last_checkpoint_ = saved.path;
     r.checkpoint_seconds = saved.seconds;

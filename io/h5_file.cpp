@@ -43,11 +43,10 @@ H5File H5File::create(const std::string& path) {
 
 H5File H5File::open_read(const std::string& path) {
   detail::quiet_hdf5_errors();
+  const std::string problem = hdf5_file_problem(path);
+  if (!problem.empty()) throw Error(fmt::format("cannot open '{}': it {}", path, problem));
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (id < 0) {
-    throw Error(fmt::format("cannot open '{}' as HDF5: missing, unreadable or not HDF5; on {}",
-                            path, where()));
-  }
+  if (id < 0) throw Error(damaged_hdf5_message(path));
   return H5File(path, "", H5Handle(id));
 }
 

@@ -1,9 +1,13 @@
 // Parallel HDF5 files opened with the MPI-IO driver, typed 1-D hyperslab I/O and attributes.
 #include "io/parallel_h5.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -94,6 +98,52 @@ bool is_hdf5_file(const std::string& path) {
   return is_hdf5(path) > 0;
 }
 
+namespace {
+
+// The first bytes of a file that is not HDF5, shown as text when they are text.
+std::string first_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char buffer[24] = {};
+  in.read(buffer, sizeof buffer);
+  const std::string head(buffer, std::size_t(in.gcount()));
+  bool text = true;
+  for (unsigned char ch : head)
+    text = text && (std::isprint(ch) || ch == '\n' || ch == '\t' || ch == '\r');
+  if (text) {
+    std::string shown = head.substr(0, head.find('\n'));
+    return fmt::format("it begins with text '{}'", shown);
+  }
+  std::string hex;
+  for (std::size_t i = 0; i < head.size() && i < 8; ++i)
+    hex += fmt::format("{}{:02x}", i ? " " : "", static_cast<unsigned char>(head[i]));
+  return fmt::format("it begins with the bytes {}", hex);
+}
+
+} // namespace
+
+std::string hdf5_file_problem(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return errno == ENOENT || errno == ENOTDIR ? "does not exist"
+                                               : fmt::format("cannot be read: {}", strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) return "is a directory, not a file";
+  if (!S_ISREG(st.st_mode)) return "is not a regular file";
+  if (access(path.c_str(), R_OK) != 0) return "cannot be read: no permission";
+  if (st.st_size == 0) return "is empty (0 bytes)";
+  if (!is_hdf5_file(path)) return "is not an HDF5 file: " + first_bytes(path);
+  return "";
+}
+
+std::string damaged_hdf5_message(const std::string& path) {
+  struct stat st {};
+  const long long size = stat(path.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;
+  const std::string detail = detail::h5_error_detail();
+  return fmt::format("'{}' is an HDF5 file that cannot be opened: damaged or cut short ({} bytes; "
+                     "HDF5 says: {}); copy or write it again",
+                     path, size, detail.empty() ? "nothing" : detail);
+}
+
 ParallelFile ParallelFile::create(MPI_Comm comm, const std::string& path) {
   detail::quiet_hdf5_errors();
   H5Handle fapl = mpio_access(comm);
@@ -114,21 +164,12 @@ ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string& path) {
   // Checked on every rank and agreed before the collective open: a file one node cannot see
   // must not leave the other ranks waiting inside MPI-IO.
   parallel::run_agreed(comm, [&] {
-    if (access(path.c_str(), R_OK) != 0) {
-      throw Error(fmt::format("cannot read '{}': no such file, or no permission", path));
-    }
-    if (is_hdf5(path) <= 0) throw Error(fmt::format("'{}' is not an HDF5 file", path));
+    const std::string problem = hdf5_file_problem(path);
+    if (!problem.empty()) throw Error(fmt::format("cannot open '{}': it {}", path, problem));
   });
   H5Handle fapl = mpio_access(comm);
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
-  std::string error;
-  if (id < 0) {
-    const std::string detail = detail::h5_error_detail();
-    error = fmt::format("cannot open HDF5 file '{}': it is damaged or incomplete (HDF5 says: "
-                        "{}); write it again",
-                        path, detail.empty() ? "nothing" : detail);
-  }
-  parallel::agree_on_errors(comm, error);
+  parallel::agree_on_errors(comm, id >= 0 ? "" : damaged_hdf5_message(path));
   return ParallelFile(path, H5Handle(id));
 }
 

@@ -18,6 +18,15 @@ namespace gridlm::io {
 // anything.
 bool is_hdf5_file(const std::string& path);
 
+// Why `path` cannot be opened as an HDF5 file, in words ("does not exist", "is a directory",
+// "is empty", "is not an HDF5 file: it begins with text 'step,loss'"), or "" when it is a
+// readable file with HDF5's signature; opening it may still find it damaged or cut short.
+std::string hdf5_file_problem(const std::string& path);
+
+// The message for an HDF5 file with the signature that HDF5 still cannot open: its size and
+// HDF5's reason ("truncated file: eof = ..."), and the fix.
+std::string damaged_hdf5_message(const std::string& path);
+
 // Whether a transfer is one collective operation (every rank of the file's communicator calls
 // it, each with its own range, possibly empty) or each rank's own.
 enum class Transfer { collective, independent };

@@ -204,12 +204,27 @@ bool DocumentReader::json_text(const std::string& line, std::uint64_t at,
   return !is_blank(document);
 }
 
+namespace {
+
+// Text never holds a NUL byte; a file that does is binary (an archive, an executable, UTF-16),
+// and SentencePiece would learn its bytes as pieces.
+void check_text(const std::string& text, const std::string& path, std::uint64_t at) {
+  const auto nul = text.find('\0');
+  if (nul == std::string::npos) return;
+  throw Error(fmt::format("{}: byte {} is a NUL: this is a binary file, not text; give text files "
+                          "(UTF-8), .jsonl files, or directories of them",
+                          path, at + nul));
+}
+
+} // namespace
+
 bool DocumentReader::next_in_file(std::string& document) {
   const CorpusFile& f = corpus_.files[file_];
   if (mode_ == DocumentMode::file && !f.jsonl) {
     std::ostringstream all;
     all << in_.rdbuf();
     document = all.str();
+    check_text(document, f.path, 0);
     pos_ = f.size;
     std::string::size_type w = 0;
     for (std::string::size_type r = 0; r < document.size(); ++r) {
@@ -225,6 +240,7 @@ bool DocumentReader::next_in_file(std::string& document) {
   while (pos_ < owned_end_ || in_paragraph_) {
     const std::uint64_t at = pos_;
     if (!std::getline(in_, line)) break;
+    check_text(line, f.path, at);
     pos_ += line.size() + (in_.eof() ? 0 : 1);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const bool blank = is_blank(line);

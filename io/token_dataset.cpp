@@ -1,6 +1,7 @@
 // Validation and reading of tokenized datasets.
 #include "io/token_dataset.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -142,17 +143,14 @@ std::string read_model_bytes(hid_t file) {
 
 // Checks a path before HDF5 opens it, in words for datasets.
 void check_readable(const std::string& path) {
-  if (access(path.c_str(), R_OK) != 0) {
-    throw Error(fmt::format("cannot read dataset '{}': no such file, or no permission; make one "
-                            "with gridlm prepare-data",
-                            path));
-  }
-  if (!is_hdf5_file(path)) {
-    throw Error(fmt::format("'{}' is not an HDF5 file: a gridlm dataset is one HDF5 file that "
-                            "gridlm prepare-data writes (a dataset in shards named by an index "
-                            "file is not supported yet)",
-                            path));
-  }
+  const std::string problem = hdf5_file_problem(path);
+  if (problem.empty()) return;
+  const bool missing = problem == "does not exist";
+  throw Error(fmt::format("cannot read dataset '{}': it {}; {}", path, problem,
+                          missing ? "make one with gridlm prepare-data"
+                                  : "a gridlm dataset is one HDF5 file that gridlm prepare-data "
+                                    "writes (a dataset in shards named by an index file is not "
+                                    "supported yet)"));
 }
 
 } // namespace
@@ -289,6 +287,7 @@ TokenDataset::TokenDataset(MPI_Comm comm, const std::string& path,
     order_.emplace((tokens_ - 1) / std::uint64_t(options.sample_length - 1), options.seed);
     // Sample reads go through a second, POSIX (sec2) handle of this rank's own: they need no
     // MPI, so a prefetch thread may make them while the main thread communicates.
+    opened_ = identity_of(path);
     local_file_ = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
     if (!local_file_) {
       throw Error(fmt::format("cannot open '{}' for reading samples (HDF5 says: {}); on {}", path,
@@ -373,6 +372,44 @@ void TokenDataset::sample(std::int32_t* out, std::uint64_t index, int length) co
                             info_.path, options_.sample_length));
   }
   read_tokens(sample_offset(index), out, std::uint64_t(length));
+  check_unchanged(out, length);
+}
+
+TokenDataset::Identity TokenDataset::identity_of(const std::string& path) {
+  struct stat st {};
+  Identity id;
+  if (stat(path.c_str(), &st) != 0) return id; // gone: compares unequal to what was opened
+  id.device = st.st_dev;
+  id.inode = st.st_ino;
+  id.size = static_cast<unsigned long long>(st.st_size);
+  id.modified_ns = static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  return id;
+}
+
+void TokenDataset::check_unchanged(const std::int32_t* sample, int length) const {
+  const Identity now = identity_of(info_.path);
+  std::string what;
+  if (now.inode == 0) {
+    what = "it is gone (removed or renamed)";
+  } else if (now.device != opened_.device || now.inode != opened_.inode) {
+    what = "another file has taken its name";
+  } else if (now.size != opened_.size) {
+    what = fmt::format("its size went from {} to {} bytes", opened_.size, now.size);
+  } else if (now.modified_ns != opened_.modified_ns) {
+    what = "it was written to";
+  }
+  for (int i = 0; what.empty() && i < length; ++i) {
+    if (sample[i] < 0 || sample[i] >= std::int32_t(info_.vocab_size)) {
+      what = fmt::format("it holds token id {}, outside its vocabulary of {}", sample[i],
+                         info_.vocab_size);
+    }
+  }
+  if (what.empty()) return;
+  throw Error(fmt::format("dataset '{}' changed while the job ran: {}; the samples read from it "
+                          "are no longer the ones checked at the start. Restore the file (or "
+                          "prepare it again) and resume from the newest checkpoint with --resume "
+                          "auto; on {}",
+                          info_.path, what, where()));
 }
 
 std::vector<std::uint64_t> TokenDataset::read_document_offsets(std::uint64_t first,

@@ -78,6 +78,20 @@ public:
 
 private:
   void check_token_ids(MPI_Comm comm) const;
+  // Throws when the file is no longer the one opened (replaced, cut short or written to since),
+  // or a sample holds an id outside the vocabulary: HDF5 reads past a file's end as zeros, and a
+  // damaged id would index past the embedding.
+  void check_unchanged(const std::int32_t* sample, int length) const;
+
+  struct Identity {
+    unsigned long long device = 0, inode = 0, size = 0;
+    long long modified_ns = 0;
+    bool operator==(const Identity& o) const {
+      return device == o.device && inode == o.inode && size == o.size &&
+             modified_ns == o.modified_ns;
+    }
+  };
+  static Identity identity_of(const std::string& path);
 
   TokenDatasetOptions options_;
   DatasetInfo info_;
@@ -87,6 +101,7 @@ private:
   std::string tokens_name_, offsets_name_;
   std::uint64_t tokens_ = 0, documents_ = 0;
   std::optional<SampleOrder> order_;
+  Identity opened_; // the file as it was when opened
 };
 
 } // namespace gridlm::io

@@ -1,6 +1,7 @@
 // SentencePiece behind io::Tokenizer: loading, encoding, decoding and BPE training.
 #include "io/tokenizer.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -91,7 +92,42 @@ std::string Tokenizer::piece(int id) const {
   return sp_->IdToPiece(id);
 }
 
+namespace {
+
+// SentencePiece's refusals in the user's terms, with the number to give; others as they are.
+Error training_error(int vocab_size, const std::string& reason) {
+  int need = 0, have = 0;
+  const auto small = reason.find("Vocabulary size is smaller than required_chars.");
+  if (small != std::string::npos &&
+      std::sscanf(reason.c_str() + small + 48, " %d vs %d", &have, &need) == 2) {
+    return Error(fmt::format("--vocab-size {} is too small for this corpus: its distinct "
+                             "characters and special pieces alone are {}; give --vocab-size of "
+                             "at least {} (a few times more leaves room for merges)",
+                             vocab_size, need, need));
+  }
+  const auto high = reason.find("Vocabulary size too high");
+  if (high != std::string::npos) {
+    const auto at = reason.find("<=", high);
+    if (at != std::string::npos && std::sscanf(reason.c_str() + at + 2, " %d", &need) == 1) {
+      return Error(fmt::format("--vocab-size {} is more than this corpus can fill: it yields at "
+                               "most {} pieces; give --vocab-size {} or less, or more text",
+                               vocab_size, need, need));
+    }
+  }
+  return Error(fmt::format("training the tokenizer (SentencePiece BPE, vocabulary {}) failed: {}",
+                           vocab_size, reason));
+}
+
+} // namespace
+
 Tokenizer train_bpe(const BpeTrainingOptions& o, const std::function<bool(std::string&)>& next) {
+  // unk, bos, eos and the line break are pieces of every vocabulary; byte fallback adds 256.
+  const int minimum = 4 + (o.byte_fallback ? 256 : 0);
+  if (o.vocab_size < minimum) {
+    throw Error(fmt::format("--vocab-size {} is too small: a vocabulary holds at least {} pieces "
+                            "(unk, bos, eos, the line break{}) and the corpus's characters",
+                            o.vocab_size, minimum, o.byte_fallback ? ", 256 byte pieces" : ""));
+  }
   // SentencePiece's defaults normalise text (NFKC, collapsed spaces) and drop line breaks; a
   // language model's text should come back exactly as it went in.
   const std::unordered_map<std::string, std::string> args = {
@@ -111,10 +147,7 @@ Tokenizer train_bpe(const BpeTrainingOptions& o, const std::function<bool(std::s
   CallbackSentences sentences(next);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &sentences, &model);
-  if (!status.ok()) {
-    throw Error(fmt::format("training the tokenizer (SentencePiece BPE, vocabulary {}) failed: {}",
-                            o.vocab_size, status.ToString()));
-  }
+  if (!status.ok()) throw training_error(o.vocab_size, status.ToString());
   return Tokenizer::from_bytes(std::move(model), "the tokenizer just trained");
 }
 

@@ -6,8 +6,11 @@
 #         file is only a .partial, and --resume auto goes on from step 2 to the end;
 #   full  the checkpoint directory is a 640 KiB file system (tmpfs; needs root): step 2 fits,
 #         step 4 does not: the job ends with one message saying so before writing it, and
-#         step 2 stays intact (gridlm checkpoint verify).
-# Usage: checkpoint_faults.sh kill|full GRIDLM MPIEXEC CONFIG WORKDIR
+#         step 2 stays intact (gridlm checkpoint verify);
+#   full_continue  the same under checkpoint.on_save_error = continue: step 4's failure is
+#         logged and passed over, the run goes on to step 6, whose save (the last) must succeed:
+#         it fails, and the job ends saying so, step 2 intact and no .partial left.
+# Usage: checkpoint_faults.sh kill|full|full_continue GRIDLM MPIEXEC CONFIG WORKDIR
 set -u
 mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5
 rm -rf "$work"
@@ -22,11 +25,13 @@ case $mode in
     echo "latest: $(cat "$work/out/ck/latest")"
     run --set checkpoint.dir=ck --resume auto
     ;;
-  full)
+  full | full_continue)
+    policy=stop
+    [[ $mode == full_continue ]] && policy=continue
     mkdir -p "$work/disk"
     mount -t tmpfs -o size=640k tmpfs "$work/disk" || { echo "cannot mount a tmpfs (needs root)"; exit 1; }
     trap 'umount "$work/disk"' EXIT
-    run --set checkpoint.dir="$work/disk/ck" 2>&1
+    run --set checkpoint.dir="$work/disk/ck" --set checkpoint.on_save_error=$policy 2>&1
     echo "full run: exit status $?"
     echo "files: $(ls "$work/disk/ck" | tr '\n' ' ')"
     "$gridlm" checkpoint verify "$work/disk/ck/step-000002.h5"

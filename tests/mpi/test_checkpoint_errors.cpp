@@ -144,7 +144,8 @@ TEST_F(CheckpointErrors, ATruncatedFileIsNamed) {
     std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
   });
   const std::string msg = resume_error(copy);
-  EXPECT_TRUE(has(msg, "truncated.h5': it is damaged or incomplete")) << msg;
+  EXPECT_TRUE(has(msg, "truncated.h5' is an HDF5 file that cannot be opened: damaged or cut short"))
+      << msg;
 }
 
 TEST_F(CheckpointErrors, AnUnknownVersionIsNamed) {

@@ -11,7 +11,8 @@
 #   campaign   two jobs of the same name chained with --dependency=singleton: the first finishes
 #              a short run, the second finds it done and exits at once;
 #   badconfig  a configuration with an error fails within seconds, its error in the job output;
-#   crash      one rank is killed mid-run: the whole job ends within seconds.
+#   crash      one rank is killed mid-run (SIGKILL): the whole job ends within seconds, and the
+#              next job resumes from the newest complete checkpoint and finishes.
 # Usage: jobs.sh MODE GRIDLM SOURCE_DIR WORKDIR   (with SLURM_CONF set to the cluster's)
 set -u
 mode=$1 gridlm=$2 src=$3 work=$4
@@ -124,7 +125,8 @@ case $mode in
     cat gridlm-train-"$job".out
     ;;
   crash)
-    job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=100000)
+    job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=400 \
+      --set checkpoint.every=20)
     wait_steps 50
     pkill -KILL -n -f "^[^ ]*gridlm train --config run.toml"
     t0=$(date +%s)
@@ -132,5 +134,11 @@ case $mode in
     wait_job "$job" 120
     log "job ended $(($(date +%s) - t0)) s after the kill"
     cat gridlm-train-"$job".out
+    log "newest complete checkpoint: $(cat out/ck/latest)"
+    # The next job (train.sbatch resumes with --resume auto) goes on from it to the end.
+    again=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=400 \
+      --set checkpoint.every=20)
+    wait_job "$again" 120
+    cat gridlm-train-"$again".out
     ;;
 esac

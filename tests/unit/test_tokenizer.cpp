@@ -103,11 +103,11 @@ TEST(Tokenizer, RefusesWhatIsNotAModel) {
         << e.what();
   }
   EXPECT_THROW(Tokenizer::from_file("/no/such.model"), gridlm::Error);
-  // A vocabulary the text cannot fill is SentencePiece's error, passed on.
+  // A vocabulary the text cannot fill: SentencePiece's refusal, in the user's terms.
   try {
     train_on_synthetic(100000, 20);
     FAIL() << "no error";
   } catch (const gridlm::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("training the tokenizer"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("is more than this corpus can fill"), std::string::npos);
   }
 }

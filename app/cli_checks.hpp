@@ -1,0 +1,34 @@
+// Checks of command-line numbers, worded for users: CLI11's own range checks print their bounds
+// as numbers hundreds of digits long and let nan through.
+#pragma once
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace gridlm::app {
+
+// A number that must be finite and above (or, with zero_ok, at or above) zero.
+inline CLI::Validator number_check(bool zero_ok, const char* fix) {
+  return CLI::Validator(
+      [zero_ok, fix](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool number = !text.empty() && *end == '\0' && errno == 0 && std::isfinite(v);
+        if (number && (v > 0 || (zero_ok && v == 0))) return "";
+        return "'" + text + "': " + fix;
+      },
+      zero_ok ? "NUMBER>=0" : "NUMBER>0");
+}
+
+// Whole or not, the type of the option decides; these only word the range.
+inline CLI::Validator positive_number() { return number_check(false, "give a number above 0"); }
+inline CLI::Validator non_negative_number() {
+  return number_check(true, "give a number of 0 or more");
+}
+
+} // namespace gridlm::app

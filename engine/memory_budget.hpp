@@ -1,0 +1,31 @@
+// The memory a run will need per rank, estimated from its configuration before anything is
+// allocated, and refused with the key to change when the node cannot hold it: a vocabulary or
+// model far too large must not grow for minutes and die in std::bad_alloc.
+#pragma once
+
+#include <string>
+
+#include "engine/run_config.hpp"
+#include "parallel/grid.hpp"
+
+namespace gridlm::engine {
+
+// Bytes per rank for the largest rank of the layout (an upper estimate: the first and last
+// pipeline stages hold the embedding as well as their blocks).
+struct MemoryEstimate {
+  double weights = 0;     // parameters, fp32
+  double gradients = 0;   // their gradients
+  double optimizer = 0;   // AdamW's two moments (1/dp each under ZeRO-1)
+  double activations = 0; // saved activations of the micro-batches in flight, and the logits
+  double total() const { return weights + gradients + optimizer + activations; }
+  std::string largest; // the part that weighs most, with the keys that size it
+};
+
+MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout);
+
+// Collective over the grid: throws the same Error on every rank when the estimate exceeds what
+// the node has available (MemAvailable) shared among its ranks. Host memory only: on a GPU build
+// the model lives in device memory, which this does not measure.
+void check_memory_fits(const RunConfig& config, const parallel::Grid& grid);
+
+} // namespace gridlm::engine

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The catalogue of bad inputs (bad_inputs.tsv), run at one rank count:
+#   bad_inputs.sh GRIDLM RANKS SCRATCH_DIR MPIEXEC [MPIEXEC_ARGS...]
+# Each row whose rank counts include RANKS must end every rank within LIMIT seconds with a
+# non-zero status, its message, at most one "gridlm: error" report, no crash (signal, abort
+# trace, uncaught exception), no half-written file (*.partial, write probes) left behind, and
+# the good model.h5 in the output directory untouched.
+#   bad_inputs.sh --markdown   prints the catalogue as the table in docs/errors.md
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+table=$here/bad_inputs.tsv
+rows() { grep -v '^#' "$table"; }
+
+if [[ ${1:-} == --markdown ]]; then
+  echo "| input | ranks | environment | message (regular expression) | gridlm arguments |"
+  echo "| --- | --- | --- | --- | --- |"
+  rows | while IFS=$'\t' read -r name ranks env regex args; do
+    printf '| %s | %s | %s | `%s` | `%s` |\n' "$name" "$ranks" "${env/#-/}" \
+      "${regex//|/\\|}" "${args//|/\\|}"
+  done
+  exit 0
+fi
+
+G=$(realpath "$1") R=$2 W=$3
+shift 3
+MPIEXEC=("$@")
+LIMIT=${GRIDLM_BAD_INPUT_SECONDS:-20}
+CFG=$here/configs/tiny_fast.toml
+CONFIGS=$here/configs
+OUT=$W/out
+
+# The prepared files: good ones to damage, and damaged ones.
+rm -rf "$W" && mkdir -p "$W/dir" "$OUT" || exit 1
+"$G" train --config "$CFG" --set train.steps=2 --set output.dir="$W" \
+  --set output.weights=good.h5 >/dev/null || { echo "setup: training failed"; exit 1; }
+"$G" prepare-data --synthetic --synthetic-documents 300 --vocab-size 128 -o "$W/data.h5" \
+  >/dev/null || { echo "setup: prepare-data failed"; exit 1; }
+cp "$W/good.h5" "$OUT/model.h5"
+head -c 3000 "$W/good.h5" >"$W/truncated.h5"
+head -c 3000 "$W/data.h5" >"$W/truncated_data.h5"
+printf 'step,loss\n1,4.2\n' >"$W/text.csv"
+: >"$W/empty.h5"
+printf 'The cat sat on the mat.\n\nA dog ran in the park.\n' >"$W/corpus.txt"
+head -c 4000 "$G" >"$W/binary.txt"
+good_sum=$(md5sum <"$OUT/model.h5")
+
+failures=0 ran=0
+while IFS=$'\t' read -r name ranks env regex args; do
+  [[ ,$ranks, == *,$R,* ]] || continue
+  ran=$((ran + 1))
+  argv=()
+  [[ $args == - ]] || eval "argv=($args)"
+  envs=()
+  [[ $env == - ]] || envs=("$env")
+  start=${EPOCHREALTIME/./}
+  out=$(cd "$W" && timeout -k 5 60 env "${envs[@]}" "${MPIEXEC[@]}" -n "$R" "$G" "${argv[@]}" 2>&1 </dev/null)
+  rc=$?
+  micros=$((${EPOCHREALTIME/./} - start))
+  seconds=$((micros / 1000000)).$((micros / 100000 % 10))
+  problems=()
+  ((rc == 0)) && problems+=("exit status 0")
+  ((rc >= 124)) && problems+=("killed, timed out or signalled (exit status $rc)")
+  ((micros > LIMIT * 1000000)) && problems+=("took ${seconds}s, more than ${LIMIT}s")
+  grep -Ezq -- "$regex" <<<"$out" || problems+=("message lacks /$regex/")
+  grep -Eq 'BAD TERMINATION|Segmentation|terminate called|bad_alloc|core dumped|Assertion' \
+    <<<"$out" && problems+=("crashed")
+  (($(grep -c 'gridlm: error' <<<"$out") > 1)) && problems+=("more than one error report")
+  left=$(find "$W" \( -name '*.partial' -o -name '*.gridlm-write-test' \) -print -delete)
+  [[ -z $left ]] || problems+=("left behind: $left")
+  [[ $(md5sum <"$OUT/model.h5") == "$good_sum" ]] || {
+    problems+=("changed the good model.h5")
+    cp "$W/good.h5" "$OUT/model.h5"
+  }
+  if ((${#problems[@]} == 0)); then
+    printf 'ok    %-40s %5ss\n' "$name" "$seconds"
+  else
+    failures=$((failures + 1))
+    printf 'FAIL  %-40s %s\n' "$name" "$(IFS=';'; echo "${problems[*]}")"
+    printf '%s\n' "$out" | sed 's/^/      | /' | tail -n 8
+  fi
+done < <(rows)
+echo "bad_inputs.sh: $ran inputs at $R rank(s), $failures failed"
+((ran > 0 && failures == 0))

@@ -1,0 +1,63 @@
+// The up-front memory estimate (engine/memory_budget.hpp) against what a model really allocates:
+// never below it (a run that fits must not be refused for the estimate's optimism, nor a run that
+// does not fit be let through), and not far above it (a run that fits must not be refused).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/memory_budget.hpp"
+#include "layers/gpt.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+struct Shape {
+  int vocab, seq, layers, heads, width, batch;
+};
+
+TEST(MemoryBudget, EstimateBoundsWhatOneRankAllocates) {
+  for (const Shape s : {Shape{512, 32, 2, 2, 32, 4}, Shape{4096, 64, 4, 4, 128, 8},
+                        Shape{256, 128, 6, 8, 256, 2}, Shape{32000, 16, 1, 2, 64, 1}}) {
+    RunConfig c;
+    c.model.vocab_size = s.vocab;
+    c.model.seq_len = s.seq;
+    c.model.n_layer = s.layers;
+    c.model.n_head = s.heads;
+    c.model.d_model = s.width;
+    c.train.micro_batch = s.batch;
+    const MemoryEstimate e = estimate_memory(c, parallel::Layout{1, 1, 1});
+    const layers::GPT model(c.model, s.batch, s.seq);
+    const layers::MemoryReport m = model.memory();
+    const double real = double(m.weights + m.gradients + 2 * m.weights + m.activations);
+    SCOPED_TRACE(::testing::Message() << "vocab " << s.vocab << " width " << s.width
+                                      << ": estimate " << e.total() << " B, allocated " << real);
+    EXPECT_GE(e.total(), real);
+    EXPECT_LE(e.total(), 3.0 * real);
+    EXPECT_NEAR(e.weights, double(m.weights), 0.05 * double(m.weights));
+  }
+}
+
+TEST(MemoryBudget, HugeSizesDoNotOverflowAndNameTheKey) {
+  RunConfig c;
+  c.model.vocab_size = 2000000000;
+  const MemoryEstimate e = estimate_memory(c, parallel::Layout{1, 1, 1});
+  EXPECT_GT(e.total(), 1e12);
+  EXPECT_NE(e.largest.find("model.vocab_size = 2000000000"), std::string::npos) << e.largest;
+  c.model.vocab_size = 512;
+  c.train.micro_batch = 100000;
+  EXPECT_NE(estimate_memory(c, parallel::Layout{1, 1, 1}).largest.find("train.micro_batch"),
+            std::string::npos);
+}
+
+TEST(MemoryBudget, SplittingShrinksTheShare) {
+  RunConfig c;
+  const double whole = estimate_memory(c, parallel::Layout{1, 1, 1}).total();
+  EXPECT_LT(estimate_memory(c, parallel::Layout{1, 1, 2}).total(), 0.6 * whole);
+  EXPECT_LT(estimate_memory(c, parallel::Layout{1, 2, 1}).total(), whole);
+  c.parallel.zero = 1;
+  EXPECT_LT(estimate_memory(c, parallel::Layout{4, 1, 1}).optimizer,
+            0.3 * estimate_memory(c, parallel::Layout{1, 1, 1}).optimizer);
+}
+
+} // namespace
+} // namespace gridlm::engine
