@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -51,10 +50,11 @@ MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& 
   const double in_flight = std::min(pp * config.parallel.chunks, double(config.train.grad_accum));
   const double per_block = B * T * (20 * C / tp + 2 * H / tp * T);
   const double head = 2 * B * T * V / tp;
-  e.activations = 4 * (in_flight * blocks * per_block + head);
-  const double embedding_bytes = 16 * embedding + 4 * head;
+  const double activation_bytes = 4 * in_flight * blocks * per_block, head_bytes = 4 * head;
+  e.activations = activation_bytes + head_bytes;
+  // Weights, gradients and both moments: 16 bytes per parameter.
+  const double embedding_bytes = 16 * embedding + head_bytes;
   const double block_bytes = 16 * block_params;
-  const double activation_bytes = 4 * in_flight * blocks * per_block;
   if (embedding_bytes >= block_bytes && embedding_bytes >= activation_bytes) {
     e.largest = fmt::format("the token embedding and logits (model.vocab_size = {} x "
                             "model.d_model = {}): lower model.vocab_size, or split it over more "

@@ -39,6 +39,15 @@ parallel::ScheduleKind schedule_kind(const std::string& name) {
   }
 }
 
+// "" when a file can be created and removed at `probe`, else the reason.
+std::string write_problem(const std::string& probe) {
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr || std::fclose(f) != 0) return std::strerror(errno);
+  std::error_code ec;
+  std::filesystem::remove(probe, ec);
+  return "";
+}
+
 // Rank 0 checks the checkpoint directory now, not at the first save: created if missing, and
 // a file written and removed in it.
 void check_checkpoint_dir(const std::string& dir) {
@@ -48,14 +57,12 @@ void check_checkpoint_dir(const std::string& dir) {
     throw Error(fmt::format("checkpoint.dir: cannot create '{}': {}; choose a writable directory",
                             dir, ec.message()));
   }
-  const std::string probe = dir + "/.gridlm-write-test";
-  std::FILE* f = std::fopen(probe.c_str(), "w");
-  if (f == nullptr || std::fclose(f) != 0) {
+  const std::string problem = write_problem(dir + "/.gridlm-write-test");
+  if (!problem.empty()) {
     throw Error(fmt::format("checkpoint.dir: '{}' is not writable ({}); choose a writable "
                             "directory",
-                            dir, std::strerror(errno)));
+                            dir, problem));
   }
-  std::filesystem::remove(probe, ec);
 }
 
 // Rank 0 checks each output file before step 1, so that a bad path cannot cost the trained
@@ -75,14 +82,12 @@ void check_output_file(const std::string& key, const std::string& path) {
                             key, path, parent.string(),
                             ec ? ec.message() : "a file of that name exists"));
   }
-  const std::string probe = path + ".gridlm-write-test";
-  std::FILE* f = std::fopen(probe.c_str(), "w");
-  if (f == nullptr || std::fclose(f) != 0) {
+  const std::string problem = write_problem(path + ".gridlm-write-test");
+  if (!problem.empty()) {
     throw Error(fmt::format("{} = '{}': cannot write in its directory ({}); give a path in a "
                             "writable directory",
-                            key, path, std::strerror(errno)));
+                            key, path, problem));
   }
-  fs::remove(probe, ec);
 }
 
 // Rank 0's reading of checkpoint.resume: "auto" is the file `latest` names, or "" when there is
