@@ -172,6 +172,8 @@ int main(int argc, char** argv) {
       std::_Exit(1);
     }
     return 1;
+  } catch (const gridlm::Error& e) {
+    gridlm::abort_job(e.what(), e.grid_context());
   } catch (const std::exception& e) {
     gridlm::abort_job(e.what());
   }

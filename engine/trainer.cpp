@@ -424,7 +424,9 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
   for (int step = run.first_step(); step < config.train.steps; ++step) {
     parallel::flight::set_step(step);
     parallel::fault::hang_if_asked(step);
-    const StepRecord r = run.step(step);
+    // A step's error that only this rank saw ends the job here, not after unwinding through the
+    // run's open files (see end_job_on_local_error).
+    const StepRecord r = end_job_on_local_error([&] { return run.step(step); });
     if (r.rollback_to >= 0) {
       step = r.rollback_to - 1; // the loop's ++ makes it the checkpoint's step
       continue;
@@ -448,7 +450,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
   }
   result.tokens_per_s = median(rates);
   // Stopped early with a checkpoint: it holds the weights; without one, the weights file does.
-  run.finish(result.stopped.empty() || result.checkpoint.empty());
+  end_job_on_local_error([&] { run.finish(result.stopped.empty() || result.checkpoint.empty()); });
   return result;
 }
 

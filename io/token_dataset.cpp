@@ -371,7 +371,13 @@ void TokenDataset::sample(std::int32_t* out, std::uint64_t index, int length) co
     throw Error(fmt::format("sample of {} tokens asked from '{}', opened for samples of {}", length,
                             info_.path, options_.sample_length));
   }
-  read_tokens(sample_offset(index), out, std::uint64_t(length));
+  try {
+    read_tokens(sample_offset(index), out, std::uint64_t(length));
+  } catch (const std::exception&) {
+    // A read that fails on a file damaged since it was opened is reported as that damage.
+    check_unchanged(nullptr, 0);
+    throw;
+  }
   check_unchanged(out, length);
 }
 

@@ -70,4 +70,21 @@ std::string host_name();
 // `grid_context` (an Error's) is named when no grid exists any more.
 [[noreturn]] void abort_job(const std::string& message, const std::string& grid_context = "");
 
+// Runs `body` and returns what it returns. An error it throws that the ranks have not agreed on
+// (anything but a CollectiveError) ends the job at once through abort_job(): unwinding further
+// would run destructors that are collective (an MPI-IO file's close waits for every rank) while
+// the other ranks wait in the step's collectives, and the job would hang without a word.
+template <class Body>
+auto end_job_on_local_error(Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const Error& e) {
+    abort_job(e.what(), e.grid_context());
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+  }
+}
+
 } // namespace gridlm

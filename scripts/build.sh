@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Configures and builds gridlm. Usage: scripts/build.sh [cpu|cuda|fuzz] [extra cmake args...]
-#   cpu  (default) -> build/       the CPU build: MPI + Kokkos Serial + OpenBLAS
-#   cuda           -> build-cuda/  adds the CUDA runtime, NCCL and the gpu tests (needs nvcc)
-#   fuzz           -> build-fuzz/  the fuzz targets alone, with clang, libFuzzer, ASan, UBSan
+# Configures and builds gridlm. Usage:
+#   scripts/build.sh [cpu|cuda|fuzz|sanitize] [extra cmake args...]
+#   cpu  (default) -> build/           the CPU build: MPI + Kokkos Serial + OpenBLAS
+#   cuda           -> build-cuda/      adds the CUDA runtime, NCCL and the gpu tests (needs nvcc)
+#   fuzz           -> build-fuzz/      the fuzz targets alone, with clang, libFuzzer, ASan, UBSan
+#   sanitize       -> build-sanitize/  the CPU build's unit and MPI tests at 1 and 2 ranks, with
+#                                      ASan and UBSan (gcc, -O1); what it builds is what
+#                                      scripts/test.sh runs there
 # Warnings are errors, as in CI. Re-running only rebuilds what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-cpu}
 shift || true
 jobs=${GRIDLM_BUILD_JOBS:-$(nproc)}
+# The tests the sanitize build is for (a ctest -R pattern): every unit and MPI test at 1 and 2 ranks.
+export GRIDLM_SANITIZE_TESTS=${GRIDLM_SANITIZE_TESTS:-'\.np[12]$'}
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
@@ -34,7 +40,13 @@ case $flavour in
     # Portable code: sanitizer builds are for finding faults, not for speed.
     flags=(-DGRIDLM_BUILD_FUZZ=ON -DCMAKE_CXX_COMPILER="$clangxx" -DGRIDLM_NATIVE_ARCH=OFF)
     ;;
-  *) echo "build.sh: unknown flavour '$flavour'; use cpu, cuda or fuzz" >&2; exit 2 ;;
+  sanitize)
+    dir=build-sanitize
+    # -O1: sanitizer builds are for finding faults; asserts stay on (no NDEBUG).
+    flags=(-DGRIDLM_SANITIZE=ON -DGRIDLM_BUILD_BENCH=OFF -DGRIDLM_NATIVE_ARCH=OFF
+      "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1" "-DCMAKE_C_FLAGS_RELEASE=-O1 -g1")
+    ;;
+  *) echo "build.sh: unknown flavour '$flavour'; use cpu, cuda, fuzz or sanitize" >&2; exit 2 ;;
 esac
 
 if [[ ! -f $dir/CMakeCache.txt ]]; then
@@ -44,4 +56,12 @@ if [[ ! -f $dir/CMakeCache.txt ]]; then
     exit 1
   }
 fi
-cmake --build "$dir" --parallel "$jobs"
+targets=()
+if [[ $flavour == sanitize ]]; then
+  # Only the executables of the tests that scripts/test.sh runs in this build.
+  mapfile -t targets < <(ctest --test-dir "$dir" -N -L 'unit|mpi' -R "$GRIDLM_SANITIZE_TESTS" |
+    sed -nE 's/^ *Test +#[0-9]+: ([A-Za-z0-9_]+)\.np[0-9]+$/\1/p' | sort -u)
+  [[ ${#targets[@]} -gt 0 ]] || { echo "build.sh: no tests to build in $dir" >&2; exit 1; }
+  targets=(--target "${targets[@]}")
+fi
+cmake --build "$dir" --parallel "$jobs" "${targets[@]}"

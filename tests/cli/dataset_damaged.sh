@@ -9,14 +9,26 @@ mode=$1 gridlm=$2 mpiexec=$3 config=$4 dataset=$5 work=$6
 rm -rf "$work"
 mkdir -p "$work"
 cp "$dataset" "$work/data.h5"
-timeout 120 "$mpiexec" -n 2 "$gridlm" train --config "$config" --set model.vocab_size=512 \
+timeout 180 "$mpiexec" -n 2 "$gridlm" train --config "$config" --set model.vocab_size=512 \
   --set train.steps=100000 --set train.log_every=1000 --set data.source="$work/data.h5" \
   --set output.dir="$work/out" --set output.metrics=metrics.jsonl >"$work/run.log" 2>&1 &
 job=$!
-for _ in $(seq 600); do
-  [[ -f $work/out/metrics.jsonl && $(wc -l <"$work/out/metrics.jsonl") -ge 20 ]] && break
+# Damage only a run under way: steps logged means the dataset was opened and checked. Under a
+# loaded machine (a parallel ctest) that can take long; a run that never gets there fails here.
+steps=0
+for _ in $(seq 2400); do
+  [[ -f $work/out/metrics.jsonl ]] && steps=$(wc -l <"$work/out/metrics.jsonl")
+  ((steps >= 5)) && break
+  kill -0 "$job" 2>/dev/null || break
   sleep 0.05
 done
+if ((steps < 5)); then
+  kill "$job" 2>/dev/null
+  wait "$job"
+  echo "dataset_damaged.sh: the run logged $steps steps in 120 s (or ended): nothing damaged"
+  cat "$work/run.log"
+  exit 1
+fi
 size=$(stat -c %s "$work/data.h5")
 case $mode in
   truncate) truncate -s $((size / 2)) "$work/data.h5" ;;

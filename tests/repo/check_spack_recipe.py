@@ -8,8 +8,9 @@ import re
 import sys
 from pathlib import Path
 
-# Switches only the developers' own builds use (the fuzz build is a clang build of its own).
-NOT_FOR_INSTALLS = {"GRIDLM_BUILD_FUZZ", "GRIDLM_FUZZ_SECONDS"}
+# Switches only the developers' own builds use (the fuzz build is a clang build of its own, the
+# sanitizer build a slow one for the test suite).
+NOT_FOR_INSTALLS = {"GRIDLM_BUILD_FUZZ", "GRIDLM_FUZZ_SECONDS", "GRIDLM_SANITIZE"}
 
 src = Path(sys.argv[1])
 options = (src / "cmake/GridlmOptions.cmake").read_text()
