@@ -26,9 +26,13 @@ fi
 # The sanitizer build compiles meanwhile at the lowest priority: the suite leaves about a third
 # of the cores' time idle (ranks waiting on each other, on Slurm, on time limits), and a niced
 # compiler takes only that, so the suite's timings are what they would be without it.
+# Not setsid: a new session is a new scheduler autogroup, which gets an equal share of the CPU
+# whatever its nice value. Job control (set -m) gives the build its own process group instead.
 echo "test.sh: building the sanitizer configuration (build-sanitize/) at nice 19 while the suite runs"
-setsid nice -n 19 bash scripts/build.sh sanitize >build-sanitize.log 2>&1 &
+set -m
+nice -n 19 bash scripts/build.sh sanitize >build-sanitize.log 2>&1 &
 sanitize_build=$!
+set +m
 
 # 8 ranks oversubscribe 2 cores; tests stay correct, only slower.
 suite=0
