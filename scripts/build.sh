@@ -7,7 +7,8 @@
 #   sanitize       -> build-sanitize/  the CPU build's unit and MPI tests at 1 and 2 ranks, with
 #                                      ASan and UBSan (gcc, -O1); what it builds is what
 #                                      scripts/test.sh runs there
-# Warnings are errors, as in CI. Re-running only rebuilds what changed.
+# Warnings are errors, as in CI. Re-running only rebuilds what changed. GRIDLM_BUILD_TARGETS
+# ("gridlm test_nccl_comm") builds only those targets and what they need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-cpu}
@@ -57,7 +58,10 @@ if [[ ! -f $dir/CMakeCache.txt ]]; then
   }
 fi
 targets=()
-if [[ $flavour == sanitize ]]; then
+if [[ -n ${GRIDLM_BUILD_TARGETS:-} ]]; then
+  read -r -a targets <<<"$GRIDLM_BUILD_TARGETS"
+  targets=(--target "${targets[@]}")
+elif [[ $flavour == sanitize ]]; then
   # Only the executables of the tests that scripts/test.sh runs in this build.
   mapfile -t targets < <(ctest --test-dir "$dir" -N -L 'unit|mpi' -R "$GRIDLM_SANITIZE_TESTS" |
     sed -nE 's/^ *Test +#[0-9]+: ([A-Za-z0-9_]+)\.np[0-9]+$/\1/p' | sort -u)

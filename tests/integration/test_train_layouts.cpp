@@ -114,15 +114,22 @@ double weight_difference(const std::string& a, const std::string& b, const layer
   return worst;
 }
 
-void expect_matches_one_rank(const Layout& l) {
-  test::SharedDir dir("layouts");
-  const engine::TrainResult mine = run(l, dir.path + "/layout", 512.0 * 4 / (1 << 20));
+// The one-rank run every layout is compared with, trained on rank 0 into `dir` (the other ranks
+// wait, and get an empty result).
+engine::TrainResult train_one_rank(const std::string& dir) {
   engine::TrainResult one;
   if (test::world_rank() == 0) {
-    one = engine::train(config(Layout{}, dir.path + "/one", 0.0),
-                        parallel::Grid::create(MPI_COMM_SELF, {}));
+    one = engine::train(config(Layout{}, dir, 0.0), parallel::Grid::create(MPI_COMM_SELF, {}));
   }
   MPI_Barrier(MPI_COMM_WORLD);
+  return one;
+}
+
+// `one`, `one_dir`: train_one_rank's result and directory, the same for every layout.
+void expect_matches_one_rank(const Layout& l, const engine::TrainResult& one,
+                             const std::string& one_dir) {
+  test::SharedDir dir("layouts");
+  const engine::TrainResult mine = run(l, dir.path + "/layout", 512.0 * 4 / (1 << 20));
   if (l.dp > 1) {
     EXPECT_GT(mine.dp_buckets, 2) << describe(l);
     EXPECT_GT(mine.dp_buckets_overlapped, 0) << describe(l) << ": no bucket overlapped";
@@ -137,11 +144,11 @@ void expect_matches_one_rank(const Layout& l) {
   }
   EXPECT_LT(one.losses.back(), one.losses.front());
   const layers::ModelConfig m = config(l, "", 0).model;
-  EXPECT_LE(weight_difference(dir.path + "/layout/model.h5", dir.path + "/one/model.h5", m), 2e-3)
+  EXPECT_LE(weight_difference(dir.path + "/layout/model.h5", one_dir + "/model.h5", m), 2e-3)
       << describe(l);
   double margin = 0.0; // the largest difference as a share of the tensor's largest element
   for (const TensorDifference& t :
-       differences(dir.path + "/layout/grads.h5", dir.path + "/one/grads.h5", m)) {
+       differences(dir.path + "/layout/grads.h5", one_dir + "/grads.h5", m)) {
     EXPECT_GT(t.ref_max, 0.0) << t.name << ": no gradient";
     EXPECT_LE(t.worst, 1e-5 * t.ref_max + 1e-7) << describe(l) << ": gradient of " << t.name;
     margin = std::max(margin, t.worst / t.ref_max);
@@ -155,17 +162,21 @@ void expect_matches_one_rank(const Layout& l) {
 TEST(Layouts, MatchOneRank) {
   const int n = test::world_size();
   ASSERT_TRUE(n == 4 || n == 8) << "register at 4 or 8 ranks";
+  test::SharedDir ref("one_rank");
+  const std::string one_dir = ref.path + "/one";
+  const engine::TrainResult one = train_one_rank(one_dir);
+  const auto check = [&](const Layout& l) { expect_matches_one_rank(l, one, one_dir); };
   if (n == 4) {
     for (int zero : {0, 1}) {
-      expect_matches_one_rank({4, 1, 1, "1f1b", 1, zero});
-      expect_matches_one_rank({2, 2, 1, "zb-h1", 1, zero});
-      expect_matches_one_rank({2, 2, 1, "interleaved-1f1b", 2, zero});
-      expect_matches_one_rank({2, 1, 2, "1f1b", 1, zero});
+      check({4, 1, 1, "1f1b", 1, zero});
+      check({2, 2, 1, "zb-h1", 1, zero});
+      check({2, 2, 1, "interleaved-1f1b", 2, zero});
+      check({2, 1, 2, "1f1b", 1, zero});
     }
   } else {
     for (int zero : {0, 1}) {
-      expect_matches_one_rank({2, 2, 2, "zb-h1", 1, zero});
-      expect_matches_one_rank({2, 2, 2, "interleaved-1f1b", 2, zero});
+      check({2, 2, 2, "zb-h1", 1, zero});
+      check({2, 2, 2, "interleaved-1f1b", 2, zero});
     }
   }
 }
