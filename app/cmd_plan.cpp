@@ -1,4 +1,4 @@
-// `gridlm plan`: schedules on paper, before any rank runs them.
+// `gridlm plan`: schedules on paper, before any rank runs them; with --auto, the layout planner.
 #include "app/cmd_plan.hpp"
 
 #include <mpi.h>
@@ -8,9 +8,12 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "app/cli_checks.hpp"
+#include "app/config.hpp"
 #include "app/svg_timeline.hpp"
+#include "engine/planner.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/schedule.hpp"
@@ -25,9 +28,114 @@ struct PlanCommand {
   std::string schedule = "1f1b";         // gpipe, 1f1b, interleaved-1f1b, zb-h1
   std::string svg;                       // timeline picture to write ("" for none)
   std::vector<double> costs{1, 1, 1, 0}; // F, B (input grad), W (weight grad), transfer
+  bool automatic = false;                // --auto: search layouts instead
+  std::string config_path;               // --auto: the run configuration
+  std::vector<std::string> sets;         // --auto: its overrides
+  std::string profile;                   // --auto: a profile (gridlm profile) or machine file
+  int ranks = 0;                         // --auto: ranks of the job (0: this launch's)
+  int ranks_per_node = 0;                // --auto: 0: the profile's
+  int global_batch = 0;                  // --auto: sequences per step (0: the configuration's)
+  int top = 10;                          // --auto: candidates printed
+  std::string json;                      // --auto: every ranked candidate as JSON ("": none)
 };
 
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1ull << 30)); }
+
+std::string plan_report(const PlanCommand& cmd, const engine::RunConfig& config,
+                        const engine::Profile& machine, const engine::PlanResult& r) {
+  std::string out = fmt::format(
+      "layouts of {} ranks ({} per node) for a global batch of {} sequences of {} tokens, priced "
+      "by {} '{}' ({}{})\n",
+      cmd.ranks, r.ranks_per_node, r.global_batch, config.model.seq_len,
+      machine.source == "machine" ? "machine file" : "profile", cmd.profile, machine.name,
+      machine.source == "machine" ? "" : fmt::format(", measured with {} ranks", machine.ranks));
+  out += fmt::format(" #  {:<22} {:<20} {:>11} {:>4} {:>9} {:>10} {:>7} {:>11}\n", "layout",
+                     "schedule", "micro-batch", "zero", "step ms", "tokens/s", "bubble",
+                     "memory/rank");
+  for (std::size_t i = 0; i < r.ranked.size() && int(i) < cmd.top; ++i) {
+    const engine::Candidate& c = r.ranked[i].candidate;
+    const engine::Prediction& p = r.ranked[i].prediction;
+    const std::string sched =
+        c.chunks > 1 ? fmt::format("{} x{} chunks", c.schedule, c.chunks) : c.schedule;
+    out += fmt::format(
+        "{:>2}  {:<22} {:<20} {:>11} {:>4} {:>9.1f} {:>10.0f} {:>6.1f}% {:>11}\n", i + 1,
+        c.layout.str(), sched, fmt::format("{} x {}", c.micro_batch, c.micro_batches), c.zero,
+        1e3 * p.step_seconds, p.tokens_per_second, 100 * p.bubble, gib(p.memory_per_rank));
+  }
+  if (r.ranked.empty()) {
+    out += "no layout can run; the reasons are below\n";
+  } else {
+    const engine::Ranked& best = r.ranked.front();
+    out += fmt::format("best: gridlm train{} {}\n",
+                       cmd.config_path.empty() ? "" : " --config " + cmd.config_path,
+                       best.candidate.flags());
+    out += fmt::format("  step {:.1f} ms = pipeline {:.1f} (bubble {:.1f}%) + exposed dp "
+                       "reduction {:.1f} + optimizer {:.1f} + the rest\n",
+                       1e3 * best.prediction.step_seconds, 1e3 * best.prediction.pipeline_seconds,
+                       100 * best.prediction.bubble, 1e3 * best.prediction.dp_exposed_seconds,
+                       1e3 * best.prediction.optimizer_seconds);
+  }
+  const int refused = r.considered - int(r.ranked.size());
+  out += fmt::format("{} candidates considered, {} can run, {} refused", r.considered,
+                     r.ranked.size(), refused);
+  out += refused > 0 ? ":\n" : "\n";
+  for (const engine::Refusal& f : r.refused)
+    out += fmt::format("  {:>4} x {} (e.g. {})\n", f.count, f.reason, f.example.str());
+  return out;
+}
+
+std::string plan_json(const engine::PlanResult& r) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const engine::Ranked& x : r.ranked) {
+    const engine::Candidate& c = x.candidate;
+    all.push_back({{"dp", c.layout.dp},
+                   {"pp", c.layout.pp},
+                   {"tp", c.layout.tp},
+                   {"schedule", c.schedule},
+                   {"chunks", c.chunks},
+                   {"micro_batch", c.micro_batch},
+                   {"micro_batches", c.micro_batches},
+                   {"zero", c.zero},
+                   {"stage_layout", parallel::stage_blocks_text(c.stage_blocks)},
+                   {"flags", c.flags()},
+                   {"step_s", x.prediction.step_seconds},
+                   {"tokens_per_s", x.prediction.tokens_per_second},
+                   {"bubble", x.prediction.bubble},
+                   {"memory_per_rank_bytes", x.prediction.memory_per_rank}});
+  }
+  return nlohmann::json{{"global_batch", r.global_batch}, {"ranked", all}}.dump(1) + "\n";
+}
+
+void run_auto(PlanCommand cmd) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (cmd.ranks == 0) cmd.ranks = size;
+  std::string report;
+  parallel::run_agreed(MPI_COMM_WORLD, [&] {
+    if (cmd.profile.empty()) {
+      throw Error("gridlm plan --auto needs --profile FILE (from gridlm profile) or --machine "
+                  "FILE (a machine file, docs/formats/profile.md)");
+    }
+    const engine::RunConfig config = read_run_config(cmd.config_path, cmd.sets);
+    const engine::Profile machine = engine::read_profile(cmd.profile);
+    const engine::PlanResult r = engine::plan_layouts(
+        config, engine::PlanRequest{cmd.ranks, cmd.ranks_per_node, cmd.global_batch}, machine);
+    report = plan_report(cmd, config, machine, r);
+    if (rank == 0 && !cmd.json.empty()) {
+      std::ofstream f(cmd.json);
+      f << plan_json(r);
+      if (!f) throw Error(fmt::format("cannot write '{}'; give a writable path", cmd.json));
+    }
+  });
+  if (rank == 0) std::fputs(report.c_str(), stdout);
+}
+
 void run(const PlanCommand& cmd) {
+  if (cmd.automatic) {
+    run_auto(cmd);
+    return;
+  }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   parallel::Schedule s;
@@ -94,7 +202,29 @@ void add_plan_command(CLI::App& app) {
                   "Costs of forward, backward, weight gradient and transfer (a whole stage)")
       ->expected(4)
       ->capture_default_str();
-  sub->footer("Example: gridlm plan --pp 4 --micro-batches 8 --schedule zb-h1 --svg zb.svg");
+  sub->add_flag("--auto", cmd->automatic,
+                "Search every layout of --ranks ranks for --config and rank them by predicted "
+                "tokens/s (needs --profile or --machine)");
+  sub->add_option("-c,--config", cmd->config_path, "--auto: the run configuration (TOML)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--set", cmd->sets, "--auto: override one key: section.key=value")->take_all();
+  sub->add_option("--profile,--machine", cmd->profile,
+                  "--auto: a profile written by gridlm profile, or a machine file");
+  sub->add_option("--ranks", cmd->ranks, "--auto: ranks of the job (default: this launch's)")
+      ->check(positive_number());
+  sub->add_option("--ranks-per-node", cmd->ranks_per_node,
+                  "--auto: ranks (devices) per node (default: the profile's)")
+      ->check(positive_number());
+  sub->add_option("--global-batch", cmd->global_batch,
+                  "--auto: sequences per optimizer step (default: micro_batch x grad_accum x dp "
+                  "of the configuration)")
+      ->check(positive_number());
+  sub->add_option("--top", cmd->top, "--auto: candidates printed")
+      ->capture_default_str()
+      ->check(positive_number());
+  sub->add_option("--json", cmd->json, "--auto: write every candidate that can run, ranked, here");
+  sub->footer("Example: gridlm plan --pp 4 --micro-batches 8 --schedule zb-h1 --svg zb.svg\n"
+              "         gridlm plan --auto --ranks 8 --config run.toml --profile here.json");
   sub->callback([cmd] { run(*cmd); });
 }
 

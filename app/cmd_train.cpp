@@ -8,9 +8,11 @@
 #include "app/config.hpp"
 #include "app/exit_status.hpp"
 #include "app/slurm.hpp"
+#include "engine/auto_layout.hpp"
 #include "engine/job_signals.hpp"
 #include "engine/trainer.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/comm_mpi.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/watchdog.hpp"
 
@@ -44,6 +46,13 @@ void run(const TrainCommand& cmd) {
     config.output.dir = expand_job_id(config.output.dir);
     config.checkpoint.dir = expand_job_id(config.checkpoint.dir);
     validate(config);
+  });
+  const engine::AutoLayout planned = engine::plan_auto_layout(config, MPI_COMM_WORLD);
+  config = planned.config;
+  if (!planned.report.empty() && parallel::comm_rank(MPI_COMM_WORLD) == 0) {
+    std::printf("%s\n", planned.report.c_str());
+  }
+  parallel::run_agreed(MPI_COMM_WORLD, [&] {
     grid_options.layout.dp = parallel::parse_axis("parallel.dp", config.parallel.dp);
     grid_options.layout.pp = parallel::parse_axis("parallel.pp", config.parallel.pp);
     grid_options.layout.tp = parallel::parse_axis("parallel.tp", config.parallel.tp);

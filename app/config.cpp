@@ -90,6 +90,11 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"parallel", "dp", "data-parallel replicas: a number or auto", &c.parallel.dp},
       {"parallel", "pp", "pipeline stages: a number or auto", &c.parallel.pp},
       {"parallel", "tp", "tensor-parallel ranks per stage: a number or auto", &c.parallel.tp},
+      {"parallel", "profile",
+       "how auto layout axes are chosen: \"\" (tp fills a node, dp takes the rest), a profile "
+       "or machine file (the layout planner picks the auto axes and the micro-batch split of "
+       "the global batch), or measure (a profile measured at start-up on these ranks)",
+       &c.parallel.profile},
       {"parallel", "force_tp_across_nodes", "allow a tensor-parallel group to span nodes",
        &c.parallel.force_tp_across_nodes},
       {"parallel", "backend", "collectives over auto (NCCL on GPU builds, else MPI), mpi or nccl",
@@ -480,6 +485,15 @@ std::string defaults_as_markdown() {
         fmt::format("| `{}` | {} | `{}` | {} |\n", f.dotted(), type_name(f), value_text(f), f.doc);
   }
   return out;
+}
+
+RunConfig read_run_config(const std::string& path, const std::vector<std::string>& sets) {
+  RunConfig config;
+  if (!path.empty()) load_config_file(config, path);
+  for (const std::string& s : sets)
+    apply_override(config, s);
+  validate(config);
+  return config;
 }
 
 } // namespace gridlm::app

@@ -30,6 +30,9 @@ void apply_override(RunConfig& config, const std::string& assignment);
 // Checks values that are each valid but impossible together or out of range.
 void validate(const RunConfig& config);
 
+// The defaults, then the file (when `path` is not empty), then each override in order, validated.
+RunConfig read_run_config(const std::string& path, const std::vector<std::string>& sets);
+
 // Every key with its value in `config`, as a TOML file (stored in checkpoints).
 std::string config_as_toml(const RunConfig& config);
 // The defaults as a TOML file, and as the Markdown table of docs/config.md.

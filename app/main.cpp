@@ -18,6 +18,7 @@
 #include "app/cmd_grid.hpp"
 #include "app/cmd_plan.hpp"
 #include "app/cmd_prepare_data.hpp"
+#include "app/cmd_profile.hpp"
 #include "app/cmd_sample.hpp"
 #include "app/cmd_train.hpp"
 #include "app/exit_status.hpp"
@@ -146,6 +147,7 @@ int main(int argc, char** argv) {
   gridlm::app::add_train_command(app);
   gridlm::app::add_config_command(app);
   gridlm::app::add_plan_command(app);
+  gridlm::app::add_profile_command(app);
   gridlm::app::add_prepare_data_command(app, command_line(argc, argv));
   gridlm::app::add_sample_command(app);
   gridlm::app::add_checkpoint_command(app);

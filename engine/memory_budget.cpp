@@ -17,8 +17,9 @@ namespace {
 
 std::string gib(double b) { return fmt::format("{:.2f} GiB", b / double(1ull << 30)); }
 
-// MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read (then nothing is refused).
-double available_bytes() {
+} // namespace
+
+double node_available_bytes() {
   std::ifstream in("/proc/meminfo");
   std::string key;
   double kib = 0;
@@ -28,8 +29,6 @@ double available_bytes() {
   }
   return 0;
 }
-
-} // namespace
 
 MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout) {
   // Doubles throughout: the point is to refuse sizes whose byte counts overflow integers.
@@ -79,7 +78,7 @@ void check_memory_fits(const RunConfig& config, const parallel::Grid& grid) {
   GRIDLM_MPI_CHECK(MPI_Comm_size(grid.node_comm(), &node_ranks));
   parallel::run_agreed(grid.comm(), [&] {
     const MemoryEstimate e = estimate_memory(config, grid.layout());
-    const double available = available_bytes();
+    const double available = node_available_bytes();
     if (available <= 0 || e.total() <= available / node_ranks) return;
     throw Error(fmt::format("memory: this run needs about {} per rank (weights {}, gradients {}, "
                             "optimizer state {}, activations {}), but this node has {} available "

@@ -21,6 +21,9 @@ struct MemoryEstimate {
   std::string largest; // the part that weighs most, with the keys that size it
 };
 
+// MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read (then nothing is refused).
+double node_available_bytes();
+
 MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout);
 
 // Collective over the grid: throws the same Error on every rank when the estimate exceeds what

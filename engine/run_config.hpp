@@ -41,6 +41,8 @@ struct ParallelConfig {
   std::string dp = "auto";              // data-parallel replicas, or auto
   std::string pp = "1";                 // pipeline stages, or auto
   std::string tp = "1";                 // tensor-parallel ranks per stage, or auto
+  std::string profile = "";             // auto axes chosen by the planner from this profile
+                                        // (or "measure": at start-up); "": fixed rules
   bool force_tp_across_nodes = false;   // allow a tensor group to span nodes
   std::string backend = "auto";         // collectives over: auto, mpi or nccl
   std::string schedule = "1f1b";        // pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1

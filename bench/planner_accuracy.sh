@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Benchmark: the layout planner's predictions against measured step times. For each model and
+# rank count N: `gridlm profile` at N ranks (tp 1, 2, 4 where they divide N and the heads),
+# `gridlm plan --auto` at global batches b x m x dp (b: the model's train.micro_batch; m in
+# MICRO; dp dividing N), and every ranked layout with dp replicas of m micro-batches of b
+# trained STEPS steps; the
+# measured step time is the median of metrics.jsonl's ms_per_step after the first 2 steps.
+# "planner first" compares, per global batch, the measured layout the planner ranked highest
+# with the fastest measured one (among the layouts measured at that batch).
+# Prints a Markdown table (predicted, measured, error) per layout, the share within 15%, and
+# whether the layout the planner ranks first is within 5% of the fastest measured one.
+#   bash bench/planner_accuracy.sh [MODEL[:RANKS,...]]...   (default: tiny:1,2,4 small:1,2)
+# Environment: STEPS (8), MICRO ("1 2 4 8 16"). One BLAS thread per rank.
+# Needs build/ (scripts/build.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+specs=("$@")
+((${#specs[@]})) || specs=(tiny:1,2,4 small:1,2)
+steps=${STEPS:-8}
+micro=(${MICRO:-1 2 4 8 16})
+gridlm=$PWD/build/bin/gridlm
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "planner_accuracy: commit $(git rev-parse --short HEAD), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $(nproc --all) cores, $steps steps"
+for spec in "${specs[@]}"; do
+  model=${spec%%:*}
+  IFS=, read -r -a rank_list <<<"${spec#*:}"
+  [[ $spec == *:* ]] || rank_list=(1 2)
+  config=configs/$model.toml
+  b=$(sed -n 's/^micro_batch *= *\([0-9]*\).*/\1/p' "$config")
+  heads=$(sed -n 's/^n_head *= *\([0-9]*\).*/\1/p' "$config")
+  for n in "${rank_list[@]}"; do
+    tp=1
+    for t in 2 4; do ((n % t == 0 && heads % t == 0)) && tp+=",$t"; done
+    mpiexec -n "$n" "$gridlm" profile --config "$config" --tp "$tp" --micro-batches "$b" \
+      -o "$out/p.json" >"$out/profile.log"
+    : >"$out/cands"
+    # Each layout with dp replicas at micro-batches of b and m of them: a global batch b x m x dp.
+    for m in "${micro[@]}"; do
+      for ((dp = 1; dp <= n; dp++)); do
+        ((n % dp == 0)) || continue
+        "$gridlm" plan --auto --ranks "$n" --config "$config" --profile "$out/p.json" \
+          --global-batch $((b * m * dp)) --json "$out/plan.json" >/dev/null
+        /usr/bin/python3 - "$out/plan.json" "$b" "$m" "$dp" >>"$out/cands" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+b, m, dp = (int(x) for x in sys.argv[2:5])
+for rank, c in enumerate(plan['ranked']):
+    if c['micro_batch'] == b and c['micro_batches'] == m and c['dp'] == dp:
+        name = f"dp {c['dp']} x pp {c['pp']} x tp {c['tp']}, {c['schedule']}" + \
+            (f" x{c['chunks']}" if c['chunks'] > 1 else '') + f", m {c['micro_batches']}, zero {c['zero']}"
+        print(f"{plan['global_batch']}\t{rank}\t{c['step_s'] * 1e3:.2f}\t{name}\t{c['flags']}")
+PY
+      done
+    done
+    sort -u "$out/cands" | sort -t$'\t' -k1,1n -k2,2n -o "$out/cands"
+    echo
+    echo "### $model, $n rank(s): $(wc -l <"$out/cands") layouts"
+    echo "| layout | global batch | predicted ms | measured ms | error |"
+    echo "| --- | --- | --- | --- | --- |"
+    : >"$out/rows"
+    while IFS=$'\t' read -r gb rank pred name flags; do
+      # shellcheck disable=SC2086 # the flags are words
+      mpiexec -n "$n" "$gridlm" train --config "$config" $flags --set train.steps="$steps" \
+        --set train.log_every=1000 --set output.dir="$out/run" --set output.weights= \
+        --set output.metrics=m.jsonl >/dev/null </dev/null
+      meas=$(tail -n +3 "$out/run/m.jsonl" | sed -n 's/.*"ms_per_step":\([0-9.e+-]*\).*/\1/p' | median)
+      err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%+.1f%%", 100 * (p - m) / m }')
+      printf '| %s | %s | %s | %.2f | %s |\n' "$name" "$gb" "$pred" "$meas" "$err"
+      printf '%s\t%s\t%s\t%s\n' "$gb" "$rank" "$pred" "$meas" >>"$out/rows"
+    done <"$out/cands"
+    awk -F'\t' '{ e = ($3 - $4) / $4; if (e < 0) e = -e; n++; if (e <= 0.15) ok++ }
+      END { printf "within 15%%: %d of %d layouts (%.0f%%)\n", ok, n, 100 * ok / n }' "$out/rows"
+    # Per global batch: the planner's first against the fastest measured.
+    awk -F'\t' '{ if (!($1 in best) || $4 < best[$1]) best[$1] = $4
+                  if (!($1 in first) || $2 < firstrank[$1]) { first[$1] = $4; firstrank[$1] = $2 } }
+      END { for (g in best) printf "global batch %s: planner first %.2f ms, fastest %.2f ms (%+.1f%%)\n",
+              g, first[g], best[g], 100 * (first[g] - best[g]) / best[g] }' "$out/rows" | sort -n -k3
+  done
+done

@@ -1,0 +1,107 @@
+// The planner's choice of the auto layout axes at the start of `gridlm train`.
+#include "engine/auto_layout.hpp"
+
+#include <fmt/format.h>
+
+#include "engine/planner.hpp"
+#include "engine/profiler.hpp"
+#include "parallel/agree.hpp"
+#include "parallel/diagnostics.hpp"
+#include "parallel/mpi_check.hpp"
+#include "parallel/mpi_comm_handle.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+// The fewest ranks any node of the job holds (what bounds a tensor group).
+int smallest_node(MPI_Comm world) {
+  int rank = 0, size = 1;
+  GRIDLM_MPI_CHECK(MPI_Comm_rank(world, &rank));
+  MPI_Comm node = MPI_COMM_NULL;
+  GRIDLM_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  const parallel::MpiCommHandle owned = parallel::own_comm(node);
+  GRIDLM_MPI_CHECK(MPI_Comm_size(node, &size));
+  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &size, 1, MPI_INT, MPI_MIN, world));
+  return size;
+}
+
+// What `parallel.profile = measure` times: every tp the configuration allows here, and
+// micro-batches of 1, 2, 4, ... up to the configured size (the planner interpolates between).
+ProfileRequest start_up_request(const RunConfig& config, int ranks, int node) {
+  ProfileRequest req;
+  req.model = config.model;
+  req.repeats = 3;
+  req.tp.clear();
+  for (int t = 1; t <= node; ++t) {
+    const bool allowed = config.parallel.tp == "auto" || config.parallel.tp == std::to_string(t);
+    if (allowed && ranks % t == 0 && config.model.n_head % t == 0) req.tp.push_back(t);
+  }
+  if (req.tp.empty()) req.tp.push_back(1);
+  req.micro_batches.clear();
+  for (int b = 1; b < config.train.micro_batch * config.train.grad_accum; b *= 2)
+    req.micro_batches.push_back(b);
+  req.micro_batches.push_back(config.train.micro_batch * config.train.grad_accum);
+  return req;
+}
+
+// Whether a candidate keeps what the configuration fixed.
+bool keeps(const RunConfig& config, const Candidate& c) {
+  const ParallelConfig& pc = config.parallel;
+  auto axis = [](const std::string& key, int value) {
+    return key == "auto" || key == std::to_string(value);
+  };
+  return axis(pc.dp, c.layout.dp) && axis(pc.pp, c.layout.pp) && axis(pc.tp, c.layout.tp) &&
+         c.schedule == pc.schedule && c.chunks == pc.chunks &&
+         (c.zero == pc.zero || c.layout.dp == 1);
+}
+
+} // namespace
+
+AutoLayout plan_auto_layout(const RunConfig& config, MPI_Comm world) {
+  AutoLayout out{config, ""};
+  const ParallelConfig& pc = config.parallel;
+  if (pc.profile.empty() || (pc.dp != "auto" && pc.pp != "auto" && pc.tp != "auto")) return out;
+  int ranks = 1;
+  GRIDLM_MPI_CHECK(MPI_Comm_size(world, &ranks));
+  const int node = smallest_node(world);
+  Profile profile;
+  if (pc.profile == "measure") {
+    profile = measure_profile(start_up_request(config, ranks, node), world);
+  } else {
+    parallel::run_agreed(world, [&] { profile = read_profile(pc.profile); });
+  }
+  parallel::run_agreed(world, [&] {
+    const int global = configured_global_batch(config, ranks, node);
+    const PlanResult r = plan_layouts(config, PlanRequest{ranks, node, global}, profile);
+    int runnable = 0;
+    const Ranked* best = nullptr;
+    for (const Ranked& x : r.ranked) {
+      if (!keeps(config, x.candidate)) continue;
+      ++runnable;
+      if (best == nullptr) best = &x;
+    }
+    if (best == nullptr) {
+      std::string why;
+      for (std::size_t i = 0; i < r.refused.size() && i < 3; ++i)
+        why += fmt::format("; {} x {}", r.refused[i].count, r.refused[i].reason);
+      throw Error(fmt::format("parallel.profile: no layout of {} ranks with parallel.dp = {}, "
+                              "pp = {}, tp = {}, schedule {} and {} chunk(s) can run a global "
+                              "batch of {} sequences{}; give the layout as numbers, or see "
+                              "gridlm plan --auto",
+                              ranks, pc.dp, pc.pp, pc.tp, pc.schedule, pc.chunks, global, why));
+    }
+    const Candidate& c = best->candidate;
+    out.config = with_candidate(config, c);
+    out.config.parallel.zero = pc.zero;
+    out.report = fmt::format(
+        "layout planner (parallel.profile = {}): {}, {} micro-batch(es) of {} per replica "
+        "(global batch {}), stage layout {}: predicted {:.1f} ms per step, {:.0f} tokens/s, "
+        "the best of {} layouts that keep the configured axes and schedule",
+        pc.profile, c.layout.str(), c.micro_batches, c.micro_batch, global,
+        out.config.parallel.stage_layout, 1e3 * best->prediction.step_seconds,
+        best->prediction.tokens_per_second, runnable);
+  });
+  return out;
+}
+
+} // namespace gridlm::engine

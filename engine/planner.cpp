@@ -1,0 +1,372 @@
+// The planner's cost model and search.
+#include "engine/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "engine/memory_budget.hpp"
+#include "layers/model_config.hpp"
+#include "layers/parameters.hpp"
+#include "parallel/diagnostics.hpp"
+#include "parallel/pipeline_plan.hpp"
+#include "parallel/schedule.hpp"
+#include "parallel/stage_layout.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+// The op costs of one piece of the model (a block, the embedding, the head) at (tp, b).
+enum class Piece { block, embedding, head };
+
+OpTimes pick(const OpEntry& e, Piece piece) {
+  return piece == Piece::block ? e.block : piece == Piece::embedding ? e.embedding : e.head;
+}
+
+OpTimes lerp(const OpTimes& a, const OpTimes& b, double f) {
+  auto mix = [f](double x, double y) { return x + f * (y - x); };
+  return OpTimes{mix(a.forward, b.forward), mix(a.backward, b.backward),
+                 mix(a.backward_input, b.backward_input),
+                 mix(a.backward_weight, b.backward_weight)};
+}
+
+// Measured: the profiled micro-batch sizes at this tp, linear in between.
+OpTimes measured_op(const Profile& p, Piece piece, int tp, int b) {
+  std::vector<const OpEntry*> at_tp;
+  for (const OpEntry& e : p.ops) {
+    if (e.tp == tp) at_tp.push_back(&e);
+  }
+  std::sort(at_tp.begin(), at_tp.end(),
+            [](const OpEntry* x, const OpEntry* y) { return x->micro_batch < y->micro_batch; });
+  if (at_tp.empty() || b < at_tp.front()->micro_batch || b > at_tp.back()->micro_batch) {
+    std::string sizes;
+    for (const OpEntry* e : at_tp)
+      sizes += (sizes.empty() ? "" : ",") + std::to_string(e->micro_batch);
+    throw Error(fmt::format("not in the profile: tp {}, micro-batch {} (it measured tp {} at "
+                            "micro-batches {}); profile with --tp {} --micro-batches {}",
+                            tp, b, tp, sizes.empty() ? "none" : sizes, tp, b));
+  }
+  for (std::size_t i = 0; i + 1 < at_tp.size(); ++i) {
+    const int lo = at_tp[i]->micro_batch, hi = at_tp[i + 1]->micro_batch;
+    if (b >= lo && b <= hi) {
+      return lerp(pick(*at_tp[i], piece), pick(*at_tp[i + 1], piece), double(b - lo) / (hi - lo));
+    }
+  }
+  return pick(*at_tp.back(), piece);
+}
+
+// A machine file: GEMM FLOPs at its matmul throughput, element-wise bytes at its memory
+// bandwidth, and the tensor-parallel all-reduces over its intra-node link.
+OpTimes machine_op(const Profile& p, const layers::ModelConfig& m, Piece piece, int tp, int b) {
+  const double N = double(b) * m.seq_len, C = m.d_model, T = m.seq_len, V = m.vocab_size;
+  const double act_bytes = 4 * N * C;
+  OpTimes t;
+  if (piece == Piece::block) {
+    const double gemm = 2 * N * 12 * C * C / tp;     // forward multiply-adds x 2
+    const double attention = 2 * 2 * N * T * C / tp; // QK^T and AV over the full matrix
+    const double elementwise = 40 * N * C / tp * 4;  // LayerNorms, GELU, softmax, residuals
+    const double ar = tp > 1 ? 2 * all_reduce_seconds(p.intra.all_reduce, act_bytes, tp) : 0;
+    const double fwd = (gemm + attention) / p.matmul_flops + elementwise / p.memory_bandwidth;
+    t.forward = fwd + ar;
+    t.backward_input =
+        (gemm + 2 * attention) / p.matmul_flops + 2 * elementwise / p.memory_bandwidth + ar;
+    t.backward_weight = gemm / p.matmul_flops;
+    t.backward = t.backward_input + t.backward_weight;
+  } else if (piece == Piece::head) {
+    const double gemm = 2 * N * C * V / tp;
+    const double softmax = 4 * N * V / tp * 4;
+    t.forward = gemm / p.matmul_flops + softmax / p.memory_bandwidth;
+    t.backward_input = t.forward;
+    t.backward_weight = gemm / p.matmul_flops;
+    t.backward = t.backward_input + t.backward_weight;
+  } else {
+    t.forward = 3 * act_bytes / p.memory_bandwidth;
+    t.backward_weight = 3 * act_bytes / p.memory_bandwidth;
+    t.backward = t.backward_weight;
+  }
+  return t;
+}
+
+OpTimes op_cost(const Profile& p, const layers::ModelConfig& m, Piece piece, int tp, int b) {
+  return p.source == "machine" ? machine_op(p, m, piece, tp, b) : measured_op(p, piece, tp, b);
+}
+
+// Floats of parameters a rank of virtual stage q holds, from the model's own table.
+double stage_params(const layers::ModelConfig& m, const std::vector<int>& blocks, int q, int tp) {
+  int first = 0;
+  for (int i = 0; i < q; ++i)
+    first += blocks[i];
+  const int Q = int(blocks.size());
+  const layers::StageSpec spec{first, first + blocks[q], q == 0, q == Q - 1};
+  return double(layers::make_param_table(m, spec, 0, tp).total);
+}
+
+bool same_node(int first_rank, int last_rank, int ranks_per_node) {
+  return first_rank / ranks_per_node == last_rank / ranks_per_node;
+}
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i) {
+    if (n % i == 0) d.push_back(i);
+  }
+  return d;
+}
+
+void check_profiled_model(const Profile& machine, const layers::ModelConfig& m) {
+  if (machine.source == "machine") return;
+  const layers::ModelConfig& pm = machine.model;
+  if (pm.vocab_size != m.vocab_size || pm.seq_len != m.seq_len || pm.n_head != m.n_head ||
+      pm.d_model != m.d_model || pm.tied_embeddings != m.tied_embeddings) {
+    throw Error(fmt::format("the profile measured a model of vocabulary {}, context {}, {} heads, "
+                            "width {}; this configuration's is {}, {}, {}, {}: measure a profile "
+                            "of this model (gridlm profile --config ...)",
+                            pm.vocab_size, pm.seq_len, pm.n_head, pm.d_model, m.vocab_size,
+                            m.seq_len, m.n_head, m.d_model));
+  }
+}
+
+// A stage's data-parallel gradient reduction: what of it the step waits for, and ZeRO-1's
+// parameter all-gather that the next forward waits for.
+struct DpCost {
+  double exposed = 0, gather = 0;
+};
+DpCost dp_cost(double bytes, double bucket_bytes, int dp, int zero, const CommCosts& link,
+               double window, double first_forward) {
+  DpCost d;
+  if (dp <= 1) return d;
+  const int buckets = bucket_bytes > 0 ? int(std::ceil(bytes / bucket_bytes)) : 1;
+  const double one = std::min(bytes, bucket_bytes > 0 ? bucket_bytes : bytes);
+  auto time = [&](double n) {
+    return zero ? reduce_scatter_seconds(link.reduce_scatter, n, dp)
+                : all_reduce_seconds(link.all_reduce, n, dp);
+  };
+  const double total = (buckets - 1) * time(one) + time(bytes - (buckets - 1) * one);
+  // Buckets start while the stage's last weight-gradient op runs (`window`); the last bucket
+  // cannot hide.
+  d.exposed = std::max(time(one), total - window);
+  if (zero) {
+    const double ag = buckets * all_gather_seconds(link.all_gather, one, dp);
+    // The next forward waits for each bucket where it first reads it.
+    d.gather = std::max(all_gather_seconds(link.all_gather, one, dp), ag - first_forward);
+  }
+  return d;
+}
+
+} // namespace
+
+std::string Candidate::flags() const {
+  return fmt::format("--set parallel.dp={} --set parallel.pp={} --set parallel.tp={} "
+                     "--set train.micro_batch={} --set train.grad_accum={} --set "
+                     "parallel.schedule={} --set parallel.chunks={} --set parallel.zero={} --set "
+                     "parallel.stage_layout={}",
+                     layout.dp, layout.pp, layout.tp, micro_batch, micro_batches, schedule, chunks,
+                     zero, parallel::stage_blocks_text(stage_blocks));
+}
+
+std::string Candidate::str() const {
+  return fmt::format("{}, {}{}, {} x {}, zero {}", layout.str(), schedule,
+                     chunks > 1 ? fmt::format(" x{}", chunks) : "", micro_batch, micro_batches,
+                     zero);
+}
+
+RunConfig with_candidate(const RunConfig& config, const Candidate& c) {
+  RunConfig r = config;
+  r.parallel.dp = std::to_string(c.layout.dp);
+  r.parallel.pp = std::to_string(c.layout.pp);
+  r.parallel.tp = std::to_string(c.layout.tp);
+  r.parallel.schedule = c.schedule;
+  r.parallel.chunks = c.chunks;
+  r.parallel.zero = c.zero;
+  r.parallel.stage_layout = parallel::stage_blocks_text(c.stage_blocks);
+  r.train.micro_batch = c.micro_batch;
+  r.train.grad_accum = c.micro_batches;
+  return r;
+}
+
+std::string candidate_problem(const RunConfig& config, const Candidate& c, const Profile& machine) {
+  const int K = machine.ranks_per_node;
+  const parallel::Layout& l = c.layout;
+  if (l.tp > K || (l.size() > K && K % l.tp != 0)) {
+    return fmt::format("a tensor group of {} would span nodes of {} ranks", l.tp, K);
+  }
+  const RunConfig r = with_candidate(config, c);
+  try {
+    // The checks plan_run and the model make, in the same functions.
+    const parallel::Schedule s = parallel::make_schedule(parallel::parse_schedule(c.schedule), l.pp,
+                                                         c.micro_batches, c.chunks);
+    parallel::plan_stage_blocks(layers::stage_cost_model(r.model), l.pp * c.chunks,
+                                r.parallel.stage_layout);
+    parallel::plan_pipeline(s, r.train.eval_batches, parallel::Transfers::up_front);
+    layers::make_param_table(r.model, layers::StageSpec{}, 0, l.tp);
+    if (c.micro_batch < 1) return "a micro-batch of no sequences";
+  } catch (const Error& e) {
+    return e.what();
+  }
+  const MemoryEstimate e = estimate_memory(r, l);
+  if (machine.memory_per_rank > 0 && e.total() > machine.memory_per_rank) {
+    return fmt::format("does not fit in memory ({:.2f} GiB per rank of {:.2f} GiB): {}",
+                       e.total() / double(1ull << 30), machine.memory_per_rank / double(1ull << 30),
+                       e.largest);
+  }
+  return "";
+}
+
+Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine) {
+  const layers::ModelConfig& m = config.model;
+  check_profiled_model(machine, m);
+  const parallel::Layout& l = c.layout;
+  const int K = machine.ranks_per_node, P = l.pp, Q = l.pp * c.chunks, b = c.micro_batch;
+  const parallel::ScheduleKind kind = parallel::parse_schedule(c.schedule);
+  const bool split = kind == parallel::ScheduleKind::zb_h1;
+  const OpTimes blk = op_cost(machine, m, Piece::block, l.tp, b);
+  const OpTimes emb = op_cost(machine, m, Piece::embedding, l.tp, b);
+  const OpTimes head = op_cost(machine, m, Piece::head, l.tp, b);
+  auto link = [&](bool inside) -> const CommCosts& {
+    if (inside || !machine.inter) return machine.intra;
+    return *machine.inter;
+  };
+  // Consecutive stages are tp ranks apart; a dp group spans all ranks (dp is the slowest axis).
+  const CommCosts& pp_link = link(same_node(0, l.tp * (P - 1), K) || P == 1);
+  const CommCosts& dp_link = link(l.size() <= K);
+  const double boundary_bytes = 4.0 * b * m.seq_len * m.d_model;
+
+  const parallel::Schedule s = parallel::make_schedule(kind, P, c.micro_batches, c.chunks);
+  auto cost = [&](int stage, const parallel::Op& op) {
+    const int q = op.chunk * P + stage;
+    const double n = c.stage_blocks[q];
+    const bool first = q == 0, last = q == Q - 1;
+    auto sum = [&](double OpTimes::*f) {
+      return n * blk.*f + (first ? emb.*f : 0.0) + (last ? head.*f : 0.0);
+    };
+    switch (op.kind) {
+    case parallel::OpKind::F: return sum(&OpTimes::forward);
+    case parallel::OpKind::B: return sum(split ? &OpTimes::backward_input : &OpTimes::backward);
+    case parallel::OpKind::W: return sum(&OpTimes::backward_weight);
+    }
+    return 0.0;
+  };
+  const parallel::Timeline tl =
+      parallel::simulate(s, cost, P > 1 ? send_recv_seconds(pp_link.send_recv, boundary_bytes) : 0);
+
+  Prediction pr;
+  pr.pipeline_seconds = tl.makespan;
+  pr.bubble = tl.bubble;
+  const double bucket_bytes = config.parallel.grad_bucket_mb * double(1 << 20);
+  double after_pipeline = 0, optimizer = 0;
+  for (int st = 0; st < P; ++st) {
+    double params = 0;
+    for (int ch = 0; ch < c.chunks; ++ch)
+      params += stage_params(m, c.stage_blocks, ch * P + st, l.tp);
+    const auto& last = tl.stages[st].back();
+    const DpCost dp = dp_cost(4 * params, bucket_bytes, l.dp, c.zero, dp_link,
+                              bucket_bytes > 0 ? last.end - last.start : 0,
+                              cost(st, parallel::Op{parallel::OpKind::F, 0, 0}));
+    double tied = 0;
+    if (P > 1 && m.tied_embeddings && (st == 0 || st == P - 1)) {
+      const double wte = 4.0 * layers::padded_vocab_slice(m.vocab_size, l.tp) * m.d_model;
+      tied = all_reduce_seconds(link(same_node(0, l.tp * (P - 1), K)).all_reduce, wte, 2);
+    }
+    const double finish = tl.stages[st].back().end;
+    after_pipeline = std::max(after_pipeline, finish - tl.makespan + dp.exposed + tied);
+    pr.dp_exposed_seconds = std::max(pr.dp_exposed_seconds, dp.exposed);
+    const double owned = params / (c.zero ? l.dp : 1);
+    const double adamw = machine.source == "machine" ? 28.0 * owned / machine.memory_bandwidth
+                                                     : machine.optimizer_per_param * owned;
+    optimizer = std::max(optimizer, adamw + dp.gather);
+  }
+  // The loss, the gradient norm and the step guard: three scalar all-reduces over the grid.
+  const double scalars = 3 * all_reduce_seconds(link(l.size() <= K).all_reduce, 64, l.size());
+  pr.optimizer_seconds = optimizer;
+  pr.step_seconds = tl.makespan + after_pipeline + scalars + optimizer;
+  pr.tokens_per_second =
+      double(l.dp) * c.micro_batches * b * m.seq_len / std::max(pr.step_seconds, 1e-12);
+  pr.memory_per_rank = estimate_memory(with_candidate(config, c), l).total();
+  return pr;
+}
+
+int configured_global_batch(const RunConfig& config, int ranks, int ranks_per_node) {
+  parallel::LayoutRequest req;
+  req.dp = parallel::parse_axis("parallel.dp", config.parallel.dp);
+  req.pp = parallel::parse_axis("parallel.pp", config.parallel.pp);
+  req.tp = parallel::parse_axis("parallel.tp", config.parallel.tp);
+  const parallel::Layout l = parallel::resolve_layout(ranks, req, ranks_per_node);
+  return config.train.micro_batch * config.train.grad_accum * l.dp;
+}
+
+PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
+                        const Profile& machine) {
+  if (request.ranks < 1) throw Error("--ranks must be at least 1");
+  Profile prof = machine;
+  if (request.ranks_per_node > 0) prof.ranks_per_node = request.ranks_per_node;
+  PlanResult out;
+  out.ranks_per_node = prof.ranks_per_node;
+  out.global_batch = request.global_batch > 0
+                         ? request.global_batch
+                         : configured_global_batch(config, request.ranks, prof.ranks_per_node);
+  // Reasons that differ only in their numbers are one reason.
+  std::map<std::string, Refusal> refused;
+  auto refuse = [&](const Candidate& c, const std::string& why) {
+    std::string key;
+    for (const char ch : why) {
+      const bool digit = ch >= '0' && ch <= '9';
+      if (!digit || key.empty() || key.back() != '#') key += digit ? '#' : ch;
+    }
+    Refusal& r = refused[key];
+    if (r.count++ == 0) r.reason = why, r.example = c;
+  };
+  const std::string schedules[] = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"};
+  for (const parallel::Layout& l : parallel::all_layouts(request.ranks)) {
+    Candidate base;
+    base.layout = l;
+    if (out.global_batch % l.dp != 0) {
+      ++out.considered;
+      refuse(base, fmt::format("the global batch of {} sequences does not divide over dp {}",
+                               out.global_batch, l.dp));
+      continue;
+    }
+    for (const int b : divisors(out.global_batch / l.dp)) {
+      for (const std::string& sched : schedules) {
+        if (l.pp == 1 && sched != "1f1b") continue; // one stage: every schedule is the same
+        const int max_chunks = sched == "interleaved-1f1b" ? config.model.n_layer / l.pp : 1;
+        for (int v = sched == "interleaved-1f1b" ? 2 : 1; v <= std::max(1, max_chunks); ++v) {
+          for (int zero = 0; zero <= (l.dp > 1 ? 1 : 0); ++zero) {
+            Candidate c = base;
+            c.schedule = sched, c.chunks = v, c.micro_batch = b, c.zero = zero;
+            c.micro_batches = out.global_batch / l.dp / b;
+            ++out.considered;
+            try {
+              c.stage_blocks = parallel::plan_stage_blocks(layers::stage_cost_model(config.model),
+                                                           l.pp * v, "balanced");
+            } catch (const Error& e) {
+              refuse(c, e.what());
+              continue;
+            }
+            const std::string problem = candidate_problem(config, c, prof);
+            if (!problem.empty()) {
+              refuse(c, problem);
+              continue;
+            }
+            try {
+              out.ranked.push_back(Ranked{c, predict(config, c, prof)});
+            } catch (const Error& e) {
+              refuse(c, e.what());
+            }
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const Ranked& a, const Ranked& b) {
+    return a.prediction.tokens_per_second > b.prediction.tokens_per_second;
+  });
+  for (auto& [why, r] : refused)
+    out.refused.push_back(r);
+  std::stable_sort(out.refused.begin(), out.refused.end(),
+                   [](const Refusal& a, const Refusal& b) { return a.count > b.count; });
+  return out;
+}
+
+} // namespace gridlm::engine

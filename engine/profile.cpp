@@ -1,0 +1,290 @@
+// Profiles and machine files as JSON, the ring cost formulas and the fit of a link's cost.
+#include "engine/profile.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kVersion = 1;
+
+// Reads fields of one JSON object, naming the file and the path of every field it refuses.
+class Reader {
+public:
+  Reader(const json& j, std::string what, std::string path)
+      : j_(j), what_(std::move(what)), path_(std::move(path)) {
+    if (!j_.is_object()) fail("", "is not a JSON object");
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    const std::string field = path_.empty() ? key : key.empty() ? path_ : path_ + "." + key;
+    throw Error(fmt::format("{}: {} {}; fix the file, or measure a new one with gridlm profile",
+                            what_, field.empty() ? "the file" : "field '" + field + "'", why));
+  }
+  bool has(const std::string& key) const { return j_.contains(key); }
+  const json& at(const std::string& key) const {
+    if (!j_.contains(key)) fail(key, "is missing");
+    return j_.at(key);
+  }
+  double number(const std::string& key, double min, bool allow_equal = true) const {
+    const json& v = at(key);
+    if (!v.is_number()) fail(key, "is not a number");
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < min || (!allow_equal && x == min)) {
+      fail(key, fmt::format("= {} must be {} {}", x, allow_equal ? "at least" : "above", min));
+    }
+    return x;
+  }
+  int integer(const std::string& key, int min) const {
+    const json& v = at(key);
+    if (!v.is_number_integer()) fail(key, "is not an integer");
+    const long long x = v.get<long long>();
+    if (x < min || x > 1 << 30) fail(key, fmt::format("= {} must be at least {}", x, min));
+    return int(x);
+  }
+  std::string text(const std::string& key) const {
+    const json& v = at(key);
+    if (!v.is_string()) fail(key, "is not a string");
+    return v.get<std::string>();
+  }
+  Reader child(const std::string& key) const {
+    return Reader(at(key), what_, path_.empty() ? key : path_ + "." + key);
+  }
+  Reader element(const std::string& key, std::size_t i) const {
+    return Reader(at(key).at(i), what_,
+                  fmt::format("{}{}[{}]", path_.empty() ? "" : path_ + ".", key, i));
+  }
+
+private:
+  const json& j_;
+  std::string what_, path_;
+};
+
+json link_json(const LinkCost& l) {
+  return {{"latency_s", l.latency}, {"bandwidth_Bps", l.bandwidth}};
+}
+LinkCost read_link(const Reader& r) {
+  return LinkCost{r.number("latency_s", 0), r.number("bandwidth_Bps", 0, false)};
+}
+
+json comm_json(const CommCosts& c) {
+  return {{"all_reduce", link_json(c.all_reduce)},
+          {"reduce_scatter", link_json(c.reduce_scatter)},
+          {"all_gather", link_json(c.all_gather)},
+          {"send_recv", link_json(c.send_recv)}};
+}
+CommCosts read_comm(const Reader& r) {
+  return CommCosts{read_link(r.child("all_reduce")), read_link(r.child("reduce_scatter")),
+                   read_link(r.child("all_gather")), read_link(r.child("send_recv"))};
+}
+
+json op_json(const OpTimes& t) {
+  return {{"forward_s", t.forward},
+          {"backward_s", t.backward},
+          {"backward_input_s", t.backward_input},
+          {"backward_weight_s", t.backward_weight}};
+}
+OpTimes read_op(const Reader& r) {
+  return OpTimes{r.number("forward_s", 0), r.number("backward_s", 0),
+                 r.number("backward_input_s", 0), r.number("backward_weight_s", 0)};
+}
+
+json model_json(const layers::ModelConfig& m) {
+  return {{"vocab_size", m.vocab_size}, {"seq_len", m.seq_len},
+          {"n_layer", m.n_layer},       {"n_head", m.n_head},
+          {"d_model", m.d_model},       {"tied_embeddings", m.tied_embeddings}};
+}
+layers::ModelConfig read_model(const Reader& r) {
+  layers::ModelConfig m;
+  m.vocab_size = r.integer("vocab_size", 1);
+  m.seq_len = r.integer("seq_len", 1);
+  m.n_layer = r.integer("n_layer", 1);
+  m.n_head = r.integer("n_head", 1);
+  m.d_model = r.integer("d_model", 1);
+  const json& tied = r.at("tied_embeddings");
+  if (!tied.is_boolean()) r.fail("model.tied_embeddings", "is not true or false");
+  m.tied_embeddings = tied.get<bool>();
+  return m;
+}
+
+} // namespace
+
+double all_reduce_latency_steps(int g) { return 2.0 * (g - 1); }
+double all_reduce_bandwidth_share(int g) { return 2.0 * (g - 1) / g; }
+double half_latency_steps(int g) { return g - 1.0; }
+double half_bandwidth_share(int g) { return (g - 1.0) / g; }
+double one_step(int) { return 1.0; }
+
+double all_reduce_seconds(const LinkCost& l, double bytes, int g) {
+  if (g <= 1) return 0;
+  return all_reduce_latency_steps(g) * l.latency +
+         all_reduce_bandwidth_share(g) * bytes / l.bandwidth;
+}
+double reduce_scatter_seconds(const LinkCost& l, double bytes, int g) {
+  if (g <= 1) return 0;
+  return half_latency_steps(g) * l.latency + half_bandwidth_share(g) * bytes / l.bandwidth;
+}
+double all_gather_seconds(const LinkCost& l, double bytes, int g) {
+  return reduce_scatter_seconds(l, bytes, g);
+}
+double send_recv_seconds(const LinkCost& l, double bytes) {
+  return l.latency + bytes / l.bandwidth;
+}
+
+LinkCost fit_link(const std::vector<CommSample>& samples, double (*latency_steps)(int),
+                  double (*bandwidth_share)(int)) {
+  // seconds = a x + b y with x = latency, y = 1/bandwidth: the 2 x 2 normal equations.
+  double aa = 0, ab = 0, bb = 0, at = 0, bt = 0;
+  for (const CommSample& s : samples) {
+    const double a = latency_steps(s.g), b = bandwidth_share(s.g) * s.bytes;
+    aa += a * a, ab += a * b, bb += b * b, at += a * s.seconds, bt += b * s.seconds;
+  }
+  const double det = aa * bb - ab * ab;
+  double latency = 0, inv_bw = 0;
+  if (det > 0) {
+    latency = (at * bb - bt * ab) / det;
+    inv_bw = (aa * bt - ab * at) / det;
+  }
+  // A negative latency (noise at small sizes) or bandwidth: refit the other term alone.
+  if (latency < 0 || det <= 0) latency = 0, inv_bw = bb > 0 ? bt / bb : 0;
+  if (inv_bw <= 0) inv_bw = 1e-12, latency = aa > 0 ? std::max(0.0, at / aa) : 0;
+  return LinkCost{latency, 1.0 / inv_bw};
+}
+
+std::string profile_to_json(const Profile& p) {
+  json j;
+  if (p.source == "machine") {
+    j = {{"format", "gridlm-machine"},
+         {"version", kVersion},
+         {"name", p.name},
+         {"ranks_per_node", p.ranks_per_node},
+         {"memory_per_rank_bytes", p.memory_per_rank},
+         {"matmul_flops", p.matmul_flops},
+         {"peak_flops", p.peak_flops},
+         {"memory_bandwidth_Bps", p.memory_bandwidth},
+         {"intra_node", link_json(p.intra.all_reduce)}};
+    if (p.inter) j["inter_node"] = link_json(p.inter->all_reduce);
+    return j.dump(2) + "\n";
+  }
+  j = {{"format", "gridlm-profile"},
+       {"version", kVersion},
+       {"gridlm", p.gridlm_version},
+       {"host", p.name},
+       {"ranks", p.ranks},
+       {"ranks_per_node", p.ranks_per_node},
+       {"memory_per_rank_bytes", p.memory_per_rank},
+       {"optimizer_s_per_param", p.optimizer_per_param},
+       {"model", model_json(p.model)},
+       {"intra_node", comm_json(p.intra)}};
+  if (p.inter) j["inter_node"] = comm_json(*p.inter);
+  json ops = json::array();
+  for (const OpEntry& e : p.ops) {
+    ops.push_back({{"tp", e.tp},
+                   {"micro_batch", e.micro_batch},
+                   {"block", op_json(e.block)},
+                   {"embedding", op_json(e.embedding)},
+                   {"head", op_json(e.head)}});
+  }
+  j["ops"] = ops;
+  return j.dump(2) + "\n";
+}
+
+Profile profile_from_json(const std::string& text, const std::string& what) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(fmt::format("{}: not valid JSON ({}); fix the file, or measure a new one with "
+                            "gridlm profile",
+                            what, e.what()));
+  }
+  const Reader r(j, what, "");
+  const std::string format = r.text("format");
+  if (format != "gridlm-profile" && format != "gridlm-machine") {
+    r.fail("format",
+           fmt::format("= '{}' is neither 'gridlm-profile' nor 'gridlm-machine'", format));
+  }
+  const int version = r.integer("version", 1);
+  if (version != kVersion) {
+    r.fail("version",
+           fmt::format("= {} is not a version this gridlm reads ({})", version, kVersion));
+  }
+  Profile p;
+  p.ranks_per_node = r.integer("ranks_per_node", 1);
+  p.memory_per_rank = r.number("memory_per_rank_bytes", 0);
+  if (format == "gridlm-machine") {
+    p.source = "machine";
+    p.name = r.text("name");
+    p.matmul_flops = r.number("matmul_flops", 0, false);
+    p.peak_flops = r.number("peak_flops", 0, false);
+    p.memory_bandwidth = r.number("memory_bandwidth_Bps", 0, false);
+    const LinkCost intra = read_link(r.child("intra_node"));
+    p.intra = CommCosts{intra, intra, intra, intra};
+    if (r.has("inter_node")) {
+      const LinkCost inter = read_link(r.child("inter_node"));
+      p.inter = CommCosts{inter, inter, inter, inter};
+    }
+    return p;
+  }
+  p.source = "profile";
+  p.gridlm_version = r.text("gridlm");
+  p.name = r.text("host");
+  p.ranks = r.integer("ranks", 1);
+  p.optimizer_per_param = r.number("optimizer_s_per_param", 0);
+  p.model = read_model(r.child("model"));
+  p.intra = read_comm(r.child("intra_node"));
+  if (r.has("inter_node")) p.inter = read_comm(r.child("inter_node"));
+  if (!r.at("ops").is_array() || r.at("ops").empty()) r.fail("ops", "is not a non-empty list");
+  for (std::size_t i = 0; i < r.at("ops").size(); ++i) {
+    const Reader e = r.element("ops", i);
+    OpEntry op{e.integer("tp", 1), e.integer("micro_batch", 1), read_op(e.child("block")),
+               read_op(e.child("embedding")), read_op(e.child("head"))};
+    for (const OpEntry& o : p.ops) {
+      if (o.tp == op.tp && o.micro_batch == op.micro_batch) {
+        e.fail("", fmt::format("repeats tp {} and micro_batch {}", op.tp, op.micro_batch));
+      }
+    }
+    p.ops.push_back(op);
+  }
+  return p;
+}
+
+Profile read_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw Error(fmt::format("cannot read the profile '{}': {}; give a file written by gridlm "
+                            "profile, or a machine file",
+                            path, std::filesystem::exists(path) ? "not readable" : "no such file"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return profile_from_json(text.str(), "profile '" + path + "'");
+}
+
+void write_profile(const std::string& path, const Profile& p) {
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp);
+    out << profile_to_json(p);
+    out.close();
+    if (!out) throw Error(fmt::format("cannot write the profile '{}'; give a writable path", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    throw Error(fmt::format("cannot rename '{}' to '{}': {}; give a writable path", tmp, path,
+                            ec.message()));
+  }
+}
+
+} // namespace gridlm::engine

@@ -1,0 +1,93 @@
+// What the layout planner knows about a machine: either a profile that `gridlm profile` measured
+// here (seconds of each op of one model at each micro-batch size and tp degree, the
+// communication costs inside and across nodes, the optimizer's cost per parameter, the memory a
+// rank may use), or a machine file describing hardware that is not here (matmul throughput,
+// memory, links), from which the same op costs follow by counting FLOPs. Both are small JSON
+// files a user can save, reuse and edit (docs/formats/profile.md); reading one checks every
+// field and names the file, the field and the fix.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layers/model_config.hpp"
+
+namespace gridlm::engine {
+
+// Seconds of one op of one micro-batch on one rank.
+struct OpTimes {
+  double forward = 0;         // F
+  double backward = 0;        // B of a fused backward (input and weight gradients)
+  double backward_input = 0;  // B of a split backward (zb-h1): the input gradients
+  double backward_weight = 0; // W of a split backward: the weight gradients
+};
+
+// The ops of one (tp, micro-batch size): one transformer block, the embedding (first stage) and
+// the head with its loss (last stage). Tensor-parallel all-reduces are inside these times.
+struct OpEntry {
+  int tp = 1;
+  int micro_batch = 1;
+  OpTimes block, embedding, head;
+};
+
+// A link's cost under a ring algorithm: an all-reduce of n bytes over g ranks takes
+// 2(g-1) latency + 2(g-1)/g n / bandwidth; a reduce-scatter or all-gather half of that; a
+// send/receive latency + n / bandwidth.
+struct LinkCost {
+  double latency = 0;   // seconds per ring step
+  double bandwidth = 0; // bytes per second
+};
+
+// Costs of each collective over one kind of link (fitted separately: MPI picks different
+// algorithms for each).
+struct CommCosts {
+  LinkCost all_reduce, reduce_scatter, all_gather, send_recv;
+};
+
+struct Profile {
+  std::string source;             // "profile" (measured) or "machine" (a machine file)
+  std::string name;               // the host, or the machine's name
+  std::string gridlm_version;     // of the build that measured it ("" for a machine file)
+  int ranks = 1;                  // ranks that ran at once while measuring
+  int ranks_per_node = 1;         // devices (ranks) per node
+  double memory_per_rank = 0;     // bytes a rank may use (0: not limited)
+  double optimizer_per_param = 0; // seconds of one AdamW update of one parameter
+  layers::ModelConfig model;      // the model the ops were measured for (profile only)
+  std::vector<OpEntry> ops;       // measured ops (profile only)
+  CommCosts intra;                // links inside a node
+  std::optional<CommCosts> inter; // links across nodes (absent: not measured)
+  double matmul_flops = 0;        // machine file: sustained FLOP/s of one device's GEMMs
+  double peak_flops = 0;          // machine file: the device's peak, for % of peak
+  double memory_bandwidth = 0;    // machine file: bytes/s, for the element-wise work
+};
+
+// Seconds of a collective over g ranks of n bytes (0 for g = 1).
+double all_reduce_seconds(const LinkCost& link, double bytes, int g);
+double reduce_scatter_seconds(const LinkCost& link, double bytes, int g);
+double all_gather_seconds(const LinkCost& link, double bytes, int g);
+double send_recv_seconds(const LinkCost& link, double bytes);
+
+// The file's JSON, and back. Parsing throws gridlm::Error naming `what` (the file) and the field.
+std::string profile_to_json(const Profile& p);
+Profile profile_from_json(const std::string& text, const std::string& what);
+// Reads a profile (`"format": "gridlm-profile"`) or a machine file (`"gridlm-machine"`).
+Profile read_profile(const std::string& path);
+// Writes atomically (a temporary file renamed into place).
+void write_profile(const std::string& path, const Profile& p);
+
+// Least-squares fit of latency and bandwidth to (g, bytes, seconds) measurements of a collective
+// whose ring factors are (a, b): seconds = a(g) latency + b(g) bytes / bandwidth.
+struct CommSample {
+  int g = 2;
+  double bytes = 0, seconds = 0;
+};
+LinkCost fit_link(const std::vector<CommSample>& samples, double (*latency_steps)(int g),
+                  double (*bandwidth_share)(int g));
+double all_reduce_latency_steps(int g);
+double all_reduce_bandwidth_share(int g);
+double half_latency_steps(int g);
+double half_bandwidth_share(int g);
+double one_step(int g);
+
+} // namespace gridlm::engine

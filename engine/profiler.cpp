@@ -1,0 +1,254 @@
+// The measurements behind a profile. Every rank times the same ops at the same moments (a barrier
+// before each repetition), and the profile keeps, per op, the median over repetitions of the
+// slowest rank: what a step waits for.
+#include "engine/profiler.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+
+#include <Kokkos_Core.hpp>
+#include <fmt/format.h>
+
+#include "engine/memory_budget.hpp"
+#include "gridlm/version.hpp"
+#include "layers/adamw.hpp"
+#include "layers/gpt.hpp"
+#include "parallel/agree.hpp"
+#include "parallel/comm_mpi.hpp"
+#include "parallel/diagnostics.hpp"
+#include "parallel/mpi_check.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+using layers::GPT;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double slowest(double seconds, MPI_Comm comm) {
+  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm));
+  return seconds;
+}
+
+// Median seconds of `op` over `repeats` (after one untimed run), the slowest rank's.
+double time_op(MPI_Comm world, int repeats, const std::function<void()>& before,
+               const std::function<void()>& op) {
+  std::vector<double> t;
+  for (int r = 0; r <= repeats; ++r) {
+    if (before) before();
+    Kokkos::fence();
+    GRIDLM_MPI_CHECK(MPI_Barrier(world));
+    const double t0 = MPI_Wtime();
+    op();
+    Kokkos::fence();
+    if (r > 0) t.push_back(MPI_Wtime() - t0);
+  }
+  return slowest(median(t), world);
+}
+
+void fill_random(Kokkos::View<float*> v, float scale, unsigned seed) {
+  auto host = Kokkos::create_mirror_view(v);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  for (std::size_t i = 0; i < host.extent(0); ++i)
+    host(i) = dist(gen);
+  Kokkos::deep_copy(v, host);
+}
+
+// F, fused B, split B and W of one stage made of `spec`, with micro-batches of B sequences.
+struct StageTimer {
+  const layers::ModelConfig& model;
+  int B, T, repeats;
+  MPI_Comm world;
+  parallel::Comm* tp;
+
+  OpTimes time(const layers::StageSpec& spec) const {
+    GPT fused(model, B, T, spec, tp, 1, layers::Backward::fused);
+    GPT split(model, B, T, spec, tp, 1, layers::Backward::split);
+    fill_random(fused.params(), 0.02f, 1);
+    fill_random(split.params(), 0.02f, 1);
+    const std::size_t n = std::size_t(B) * T;
+    std::vector<std::int32_t> tokens(n), targets(n);
+    std::mt19937 gen(2);
+    for (std::size_t i = 0; i < n; ++i)
+      tokens[i] = int(gen() % model.vocab_size), targets[i] = int(gen() % model.vocab_size);
+    Kokkos::View<float*> input("engine::profile::input", n * model.d_model);
+    Kokkos::View<float*> dout("engine::profile::doutput", n * model.d_model);
+    fill_random(input, 1.0f, 3);
+    fill_random(dout, 1e-3f, 4);
+    const std::int32_t* tok = spec.embedding ? tokens.data() : nullptr;
+    const float* in = spec.embedding ? nullptr : input.data();
+    const std::int32_t* tgt = spec.head ? targets.data() : nullptr;
+    const float* d = spec.head ? nullptr : dout.data();
+    OpTimes t;
+    t.forward = time_op(world, repeats, nullptr, [&] { fused.forward_micro(0, tok, in, tgt); });
+    t.backward = time_op(
+        world, repeats, [&] { fused.forward_micro(0, tok, in, tgt); },
+        [&] { fused.backward(1.0f, d, 0); });
+    // A split B leaves its slot waiting for W: each repetition's set-up runs the pending W.
+    bool pending = false;
+    t.backward_input = time_op(
+        world, repeats,
+        [&] {
+          if (pending) split.backward_weights(0);
+          split.forward_micro(0, tok, in, tgt);
+          pending = true;
+        },
+        [&] { split.backward_input(1.0f, d, 0); });
+    split.backward_weights(0);
+    t.backward_weight = time_op(
+        world, repeats,
+        [&] {
+          split.forward_micro(0, tok, in, tgt);
+          split.backward_input(1.0f, d, 0);
+        },
+        [&] { split.backward_weights(0); });
+    return t;
+  }
+};
+
+OpEntry time_entry(const layers::ModelConfig& model, int tp_size, int B, int repeats,
+                   MPI_Comm world) {
+  int rank = 0;
+  GRIDLM_MPI_CHECK(MPI_Comm_rank(world, &rank));
+  MPI_Comm tp_raw = MPI_COMM_NULL;
+  GRIDLM_MPI_CHECK(MPI_Comm_split(world, rank / tp_size, rank, &tp_raw));
+  parallel::MpiComm tp(parallel::own_comm(tp_raw), "tp");
+  const StageTimer timer{model, B, model.seq_len, repeats, world, tp_size > 1 ? &tp : nullptr};
+  OpEntry e;
+  e.tp = tp_size;
+  e.micro_batch = B;
+  e.block = timer.time(layers::StageSpec{0, 1, false, false});
+  e.embedding = timer.time(layers::StageSpec{0, 0, true, false});
+  e.head = timer.time(layers::StageSpec{model.n_layer, model.n_layer, false, true});
+  return e;
+}
+
+double time_optimizer(const layers::ModelConfig& model, int repeats, MPI_Comm world) {
+  const layers::ParamTable table = layers::make_param_table(model, layers::StageSpec{}, 0, 1);
+  Kokkos::View<float*> params("engine::profile::params", table.total);
+  Kokkos::View<float*> grads("engine::profile::grads", table.total);
+  fill_random(params, 0.02f, 5);
+  fill_random(grads, 1e-3f, 6);
+  layers::AdamW adamw(layers::OptimizerConfig{}, table);
+  int step = 0;
+  const double s =
+      time_op(world, repeats, nullptr, [&] { adamw.update(params, grads, step++, 1e-4, 1.0); });
+  return s / double(table.total);
+}
+
+// One collective's samples over `comm` (every rank of it at once).
+std::vector<CommSample> time_collective(MPI_Comm comm, const std::vector<double>& sizes,
+                                        int repeats, const std::string& kind) {
+  parallel::MpiComm c(parallel::borrow_comm(comm), "profile");
+  const int g = c.size();
+  std::vector<CommSample> out;
+  for (const double bytes : sizes) {
+    const std::size_t n = std::max<std::size_t>(g, std::size_t(bytes / 4) / g * g);
+    std::vector<float> a(n, 1.0f), b(n, 0.0f);
+    std::function<void()> op;
+    if (kind == "all_reduce") {
+      op = [&] { c.all_reduce(Span<float>(a.data(), n)); };
+    } else if (kind == "reduce_scatter") {
+      op = [&] { c.reduce_scatter(Span<const float>(a.data(), n), Span<float>(b.data(), n / g)); };
+    } else if (kind == "all_gather") {
+      op = [&] { c.all_gather(Span<const float>(a.data(), n / g), Span<float>(b.data(), n)); };
+    } else {
+      // Pairs (0, 1), (2, 3), ...: each sends to its partner and receives from it.
+      const int peer = c.rank() ^ 1;
+      op = [&] {
+        if (peer >= g) return;
+        if (c.rank() % 2 == 0) {
+          c.send(Span<const float>(a.data(), n), peer);
+          c.recv(Span<float>(b.data(), n), peer);
+        } else {
+          c.recv(Span<float>(b.data(), n), peer);
+          c.send(Span<const float>(a.data(), n), peer);
+        }
+      };
+    }
+    // The send/receive above is a round trip: half of it is one transfer.
+    const double s = time_op(comm, repeats, nullptr, op) / (kind == "send_recv" ? 2.0 : 1.0);
+    out.push_back(CommSample{kind == "send_recv" ? 2 : g, double(n) * 4, s});
+  }
+  return out;
+}
+
+CommCosts measure_comm(MPI_Comm comm, const std::vector<double>& sizes, int repeats) {
+  CommCosts c;
+  c.all_reduce = fit_link(time_collective(comm, sizes, repeats, "all_reduce"),
+                          all_reduce_latency_steps, all_reduce_bandwidth_share);
+  c.reduce_scatter = fit_link(time_collective(comm, sizes, repeats, "reduce_scatter"),
+                              half_latency_steps, half_bandwidth_share);
+  c.all_gather = fit_link(time_collective(comm, sizes, repeats, "all_gather"), half_latency_steps,
+                          half_bandwidth_share);
+  c.send_recv = fit_link(time_collective(comm, sizes, repeats, "send_recv"), one_step, one_step);
+  return c;
+}
+
+} // namespace
+
+Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
+  int rank = 0, size = 1;
+  GRIDLM_MPI_CHECK(MPI_Comm_rank(world, &rank));
+  GRIDLM_MPI_CHECK(MPI_Comm_size(world, &size));
+  MPI_Comm node_raw = MPI_COMM_NULL;
+  GRIDLM_MPI_CHECK(
+      MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_raw));
+  const parallel::MpiCommHandle node = parallel::own_comm(node_raw);
+  int node_rank = 0, node_size = 1;
+  GRIDLM_MPI_CHECK(MPI_Comm_rank(*node, &node_rank));
+  GRIDLM_MPI_CHECK(MPI_Comm_size(*node, &node_size));
+  parallel::run_agreed(world, [&] {
+    if (req.repeats < 1) throw Error("--repeats must be at least 1");
+    for (const int b : req.micro_batches) {
+      if (b < 1) throw Error(fmt::format("--micro-batches: {} is not a positive size", b));
+    }
+    for (const int t : req.tp) {
+      if (t < 1 || size % t != 0 || req.model.n_head % t != 0) {
+        throw Error(fmt::format("--tp {}: a tensor-parallel degree must divide the ranks ({}) "
+                                "and model.n_head ({}); give degrees that divide both",
+                                t, size, req.model.n_head));
+      }
+      if (t > node_size) {
+        throw Error(fmt::format("--tp {}: a tensor group must fit on one node ({} ranks here)", t,
+                                node_size));
+      }
+    }
+  });
+  Profile p;
+  p.source = "profile";
+  p.name = host_name();
+  p.gridlm_version = build::version;
+  p.ranks = size;
+  p.ranks_per_node = slowest(node_size, world);
+  p.model = req.model;
+  const double available = node_available_bytes();
+  p.memory_per_rank = available > 0 ? -slowest(-available / node_size, world) : 0;
+  for (const int t : req.tp) {
+    for (const int b : req.micro_batches)
+      p.ops.push_back(time_entry(req.model, t, b, req.repeats, world));
+  }
+  p.optimizer_per_param = time_optimizer(req.model, req.repeats, world);
+  if (node_size > 1) p.intra = measure_comm(*node, req.message_bytes, req.repeats);
+  int nodes = node_rank == 0 ? 1 : 0;
+  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &nodes, 1, MPI_INT, MPI_SUM, world));
+  if (nodes > 1) {
+    // One rank per node in each communicator, all of them measuring at once.
+    MPI_Comm across = MPI_COMM_NULL;
+    GRIDLM_MPI_CHECK(MPI_Comm_split(world, node_rank, rank, &across));
+    const parallel::MpiCommHandle owned = parallel::own_comm(across);
+    p.inter = measure_comm(across, req.message_bytes, req.repeats);
+  }
+  // Inside a node with one rank there is nothing to measure: the link is never used.
+  if (node_size == 1) p.intra = CommCosts{{0, 1e12}, {0, 1e12}, {0, 1e12}, {0, 1e12}};
+  return p;
+}
+
+} // namespace gridlm::engine

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The layout planner end to end at RANKS ranks: `gridlm profile` measures the configuration's
+# model here, `gridlm plan --auto` ranks every layout, every layout it ranks passes the engine's
+# own checks (`gridlm train --dry-run` with its flags, at RANKS ranks), and the best one trains.
+# Usage: planner.sh MPIEXEC GRIDLM CONFIG RANKS
+set -euo pipefail
+mpiexec=$1 gridlm=$2 config=$3 ranks=$4
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+heads=$(sed -n 's/^n_head *= *\([0-9]*\).*/\1/p' "$config")
+tp=1
+for t in 2 4; do ((ranks % t == 0 && heads % t == 0)) && tp+=",$t"; done
+"$mpiexec" -n "$ranks" "$gridlm" profile --config "$config" --tp "$tp" --micro-batches 1,2,4 \
+  --repeats 2 -o "$out/profile.json"
+"$mpiexec" -n 1 "$gridlm" plan --auto --ranks "$ranks" --config "$config" \
+  --profile "$out/profile.json" --json "$out/plan.json" --top 5
+mapfile -t flags < <(/usr/bin/python3 -c "
+import json, sys
+for c in json.load(open(sys.argv[1]))['ranked']: print(c['flags'])" "$out/plan.json")
+((${#flags[@]} > 0)) || { echo "FAIL: the planner ranked no layout"; exit 1; }
+for f in "${flags[@]}"; do
+  # shellcheck disable=SC2086 # the flags are words
+  if ! "$mpiexec" -n "$ranks" "$gridlm" train --config "$config" $f --set output.dir="$out/run" \
+    --dry-run >"$out/dry.log" 2>&1; then
+    echo "FAIL: the planner ranked a layout the engine refuses: $f"
+    cat "$out/dry.log"
+    exit 1
+  fi
+done
+echo "all ${#flags[@]} ranked layouts pass gridlm train --dry-run"
+# shellcheck disable=SC2086
+"$mpiexec" -n "$ranks" "$gridlm" train --config "$config" ${flags[0]} --set train.steps=3 \
+  --set output.dir="$out/run" | tail -n 1

@@ -1,0 +1,209 @@
+// The layout planner (engine/planner.hpp): its cost model's pieces against hand-computed step
+// times, and its search against the engine's own refusals.
+#include <gtest/gtest.h>
+
+#include "engine/memory_budget.hpp"
+#include "engine/planner.hpp"
+#include "layers/parameters.hpp"
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+constexpr LinkCost kFree{0, 1e30}; // a link that costs nothing
+
+RunConfig small_config() {
+  RunConfig c;
+  c.model.vocab_size = 256;
+  c.model.seq_len = 16;
+  c.model.n_layer = 4;
+  c.model.n_head = 4;
+  c.model.d_model = 32;
+  c.model.tied_embeddings = false;
+  c.train.micro_batch = 2;
+  c.train.grad_accum = 4;
+  c.train.eval_batches = 4;
+  return c;
+}
+
+// Block F 1, B 2 (split 1.2 + 0.8), embedding F 0.5, head F 1 / B 2 (s) per sequence at tp 1;
+// tp 2 at 80% efficiency; micro-batches 1 and 2; free links; no optimizer cost.
+Profile hand_profile(const RunConfig& c) {
+  Profile p;
+  p.source = "profile";
+  p.name = "hand";
+  p.ranks = 4;
+  p.ranks_per_node = 8;
+  p.model = c.model;
+  for (const int tp : {1, 2}) {
+    for (const int b : {1, 2}) {
+      const double s = double(b) / (tp == 1 ? 1.0 : 0.8 * tp);
+      p.ops.push_back(OpEntry{tp,
+                              b,
+                              {1 * s, 2 * s, 1.2 * s, 0.8 * s},
+                              {0.5 * s, 0.5 * s, 0.5 * s, 0},
+                              {1 * s, 2 * s, 1.5 * s, 0.5 * s}});
+    }
+  }
+  p.intra = CommCosts{kFree, kFree, kFree, kFree};
+  return p;
+}
+
+Candidate candidate(int dp, int pp, int tp, const std::string& schedule, int b, int m,
+                    std::vector<int> blocks, int chunks = 1, int zero = 0) {
+  Candidate c;
+  c.layout = parallel::Layout{dp, pp, tp};
+  c.schedule = schedule;
+  c.micro_batch = b;
+  c.micro_batches = m;
+  c.stage_blocks = std::move(blocks);
+  c.chunks = chunks;
+  c.zero = zero;
+  return c;
+}
+
+TEST(Planner, OneRankIsMicroBatchesTimesForwardAndBackward) {
+  const RunConfig c = small_config();
+  const Profile p = hand_profile(c);
+  // Per micro-batch of 1: F = 4 blocks + embedding + head = 5.5, B = 8 + 0.5 + 2 = 10.5.
+  const Prediction r = predict(c, candidate(1, 1, 1, "1f1b", 1, 3, {4}), p);
+  EXPECT_DOUBLE_EQ(r.step_seconds, 3 * (5.5 + 10.5));
+  EXPECT_DOUBLE_EQ(r.tokens_per_second, 3.0 * 16 / r.step_seconds);
+  EXPECT_DOUBLE_EQ(r.bubble, 0.0);
+  // Op costs come from the profile's entry of the candidate's micro-batch size.
+  EXPECT_DOUBLE_EQ(predict(c, candidate(1, 1, 1, "1f1b", 2, 3, {4}), p).step_seconds,
+                   2 * r.step_seconds);
+}
+
+TEST(Planner, PipelineOfUniformStagesHasTheTextbookBubble) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  for (OpEntry& e : p.ops)
+    e.embedding = e.head = OpTimes{}; // uniform stages: 2 blocks each
+  // 1f1b, p = 2, m = 4: (m + p - 1)(F + B) with F = 2, B = 4.
+  const Prediction one = predict(c, candidate(1, 2, 1, "1f1b", 1, 4, {2, 2}), p);
+  EXPECT_DOUBLE_EQ(one.step_seconds, 5 * 6.0);
+  EXPECT_NEAR(one.bubble, 1.0 / 5, 1e-12);
+  // gpipe has the same makespan with uniform costs; zb-h1 fills part of the bubble with W.
+  EXPECT_DOUBLE_EQ(predict(c, candidate(1, 2, 1, "gpipe", 1, 4, {2, 2}), p).step_seconds, 30.0);
+  EXPECT_LT(predict(c, candidate(1, 2, 1, "zb-h1", 1, 4, {2, 2}), p).step_seconds, 30.0);
+  // A stage transfer of 1 s per message (latency) adds to the critical path.
+  p.intra.send_recv = LinkCost{1.0, 1e30};
+  EXPECT_GT(predict(c, candidate(1, 2, 1, "1f1b", 1, 4, {2, 2}), p).step_seconds, 30.0 + 1.5);
+}
+
+TEST(Planner, DataParallelReductionIsExposedUnlessBucketsHideIt) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  p.intra.all_reduce = p.intra.reduce_scatter = p.intra.all_gather = LinkCost{1e-3, 1e6};
+  c.parallel.grad_bucket_mb = 0; // one all-reduce after the backward: all of it exposed
+  const double params = double(layers::make_param_table(c.model, {}, 0, 1).total);
+  const double reduce = 2 * 1e-3 + 1.0 * 4 * params / 1e6; // g = 2: 2 latency steps, share 1
+  const double scalars = 3 * (2 * 1e-3 + 64 / 1e6);
+  const Prediction r = predict(c, candidate(2, 1, 1, "1f1b", 1, 1, {4}), p);
+  EXPECT_NEAR(r.dp_exposed_seconds, reduce, 1e-12);
+  EXPECT_NEAR(r.step_seconds, 16.0 + reduce + scalars, 1e-9);
+  // Buckets of 64 KiB during a 10.5 s backward: only the last bucket is exposed.
+  c.parallel.grad_bucket_mb = 1.0 / 16;
+  const double bucket = 65536;
+  const Prediction b = predict(c, candidate(2, 1, 1, "1f1b", 1, 1, {4}), p);
+  EXPECT_NEAR(b.dp_exposed_seconds, 2 * 1e-3 + bucket / 1e6, 1e-12);
+  // ZeRO-1 reduce-scatters (half an all-reduce) and pays an all-gather before the forward.
+  c.parallel.grad_bucket_mb = 0;
+  p.optimizer_per_param = 1e-6;
+  const Prediction z = predict(c, candidate(2, 1, 1, "1f1b", 1, 1, {4}, 1, 1), p);
+  EXPECT_NEAR(z.dp_exposed_seconds, 1e-3 + 0.5 * 4 * params / 1e6, 1e-12);
+  EXPECT_GT(z.optimizer_seconds, 1e-6 * params / 2);
+  const Prediction nz = predict(c, candidate(2, 1, 1, "1f1b", 1, 1, {4}), p);
+  EXPECT_NEAR(nz.optimizer_seconds, 1e-6 * params, 1e-12);
+}
+
+TEST(Planner, MachineFileCountsFlops) {
+  RunConfig c = small_config();
+  Profile m;
+  m.source = "machine";
+  m.ranks_per_node = 8;
+  m.matmul_flops = 1e9;
+  m.memory_bandwidth = 1e30;
+  m.intra = CommCosts{kFree, kFree, kFree, kFree};
+  const double N = 16, C = 32, T = 16, V = 256;
+  const double block_f = (2 * N * 12 * C * C + 4 * N * T * C) / 1e9;
+  const double head_f = 2 * N * C * V / 1e9;
+  const Prediction r = predict(c, candidate(1, 1, 1, "1f1b", 1, 1, {4}), m);
+  // The backward: twice the forward's GEMMs and attention products.
+  const double block_b = (2 * 2 * N * 12 * C * C + 2 * 4 * N * T * C) / 1e9;
+  EXPECT_NEAR(r.step_seconds, 4 * (block_f + block_b) + 3 * head_f, 1e-12);
+}
+
+TEST(Planner, ProfileOfAnotherModelOrSizeIsNamed) {
+  RunConfig c = small_config();
+  const Profile p = hand_profile(c);
+  RunConfig wider = c;
+  wider.model.d_model = 64;
+  try {
+    predict(wider, candidate(1, 1, 1, "1f1b", 1, 1, {4}), p);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("measure a profile of this model"), std::string::npos);
+  }
+  try {
+    predict(c, candidate(1, 1, 1, "1f1b", 4, 1, {4}), p);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--micro-batches 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Planner, SearchReturnsOnlyWhatTheEngineRunsBestFirst) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  p.ranks_per_node = 2;
+  const PlanResult r = plan_layouts(c, PlanRequest{4, 0, 4}, p);
+  EXPECT_EQ(r.global_batch, 4);
+  ASSERT_FALSE(r.ranked.empty());
+  int refused = 0;
+  for (const Refusal& f : r.refused)
+    refused += f.count;
+  EXPECT_EQ(refused + int(r.ranked.size()), r.considered);
+  bool tp4_refused = false;
+  for (const Refusal& f : r.refused)
+    tp4_refused |= f.example.layout.tp == 4 && f.reason.find("span nodes") != std::string::npos;
+  EXPECT_TRUE(tp4_refused);
+  for (std::size_t i = 0; i < r.ranked.size(); ++i) {
+    const Candidate& cand = r.ranked[i].candidate;
+    SCOPED_TRACE(cand.str());
+    EXPECT_EQ(candidate_problem(c, cand, p), "");
+    EXPECT_LE(cand.layout.tp, 2);
+    EXPECT_EQ(cand.layout.dp * cand.micro_batch * cand.micro_batches, 4);
+    if (cand.schedule == "interleaved-1f1b") {
+      EXPECT_EQ(cand.micro_batches % cand.layout.pp, 0);
+    }
+    if (i > 0) {
+      EXPECT_GE(r.ranked[i - 1].prediction.tokens_per_second,
+                r.ranked[i].prediction.tokens_per_second);
+    }
+  }
+  // Free communication and tp at 80%: 4 replicas of micro-batch 1 are best.
+  EXPECT_EQ(r.ranked.front().candidate.layout.dp, 4);
+}
+
+TEST(Planner, MemoryRefusesWhatDoesNotFit) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  const MemoryEstimate one = estimate_memory(c, parallel::Layout{1, 1, 1});
+  p.memory_per_rank = one.weights; // less than any layout of 1 rank needs
+  const PlanResult r = plan_layouts(c, PlanRequest{1, 0, 2}, p);
+  EXPECT_TRUE(r.ranked.empty());
+  ASSERT_FALSE(r.refused.empty());
+  EXPECT_NE(r.refused.front().reason.find("does not fit in memory"), std::string::npos);
+}
+
+TEST(Planner, DefaultGlobalBatchIsTheConfiguration) {
+  RunConfig c = small_config(); // micro_batch 2 x grad_accum 4, dp auto
+  EXPECT_EQ(configured_global_batch(c, 4, 4), 2 * 4 * 4);
+  c.parallel.tp = "2";
+  EXPECT_EQ(configured_global_batch(c, 4, 4), 2 * 4 * 2);
+}
+
+} // namespace
+} // namespace gridlm::engine

@@ -1,0 +1,152 @@
+// Profile and machine files (engine/profile.hpp): the round trip through JSON, the errors that
+// name the field, and the ring cost formulas with the fit that recovers a link's cost.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/profile.hpp"
+#include "parallel/diagnostics.hpp"
+
+namespace gridlm::engine {
+namespace {
+
+Profile sample_profile() {
+  Profile p;
+  p.source = "profile";
+  p.name = "node17";
+  p.gridlm_version = "0.9.0";
+  p.ranks = 4;
+  p.ranks_per_node = 2;
+  p.memory_per_rank = 3e9;
+  p.optimizer_per_param = 2.5e-9;
+  p.model.n_layer = 6;
+  p.model.vocab_size = 1000;
+  p.ops.push_back(
+      OpEntry{1, 2, {1e-3, 2e-3, 1.1e-3, 0.9e-3}, {1e-5, 2e-5, 2e-5, 0}, {4e-3, 8e-3, 5e-3, 3e-3}});
+  p.ops.push_back(
+      OpEntry{2, 2, {6e-4, 1.2e-3, 7e-4, 5e-4}, {1e-5, 2e-5, 2e-5, 0}, {2e-3, 4e-3, 3e-3, 1e-3}});
+  p.intra = CommCosts{{1e-5, 5e9}, {6e-6, 4e9}, {7e-6, 4.5e9}, {3e-6, 8e9}};
+  p.inter = CommCosts{{2e-5, 1e9}, {1e-5, 1e9}, {1e-5, 1e9}, {5e-6, 2e9}};
+  return p;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    profile_from_json(text, "profile 'p.json'");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Profile, RoundTripKeepsEveryField) {
+  const Profile p = sample_profile();
+  const Profile q = profile_from_json(profile_to_json(p), "test");
+  EXPECT_EQ(q.source, "profile");
+  EXPECT_EQ(q.name, p.name);
+  EXPECT_EQ(q.ranks, 4);
+  EXPECT_EQ(q.ranks_per_node, 2);
+  EXPECT_DOUBLE_EQ(q.optimizer_per_param, p.optimizer_per_param);
+  EXPECT_EQ(q.model.n_layer, 6);
+  EXPECT_EQ(q.model.vocab_size, 1000);
+  ASSERT_EQ(q.ops.size(), 2u);
+  EXPECT_EQ(q.ops[1].tp, 2);
+  EXPECT_DOUBLE_EQ(q.ops[1].head.backward_weight, 1e-3);
+  EXPECT_DOUBLE_EQ(q.ops[0].block.backward_input, 1.1e-3);
+  EXPECT_DOUBLE_EQ(q.intra.all_gather.bandwidth, 4.5e9);
+  ASSERT_TRUE(q.inter.has_value());
+  EXPECT_DOUBLE_EQ(q.inter->send_recv.latency, 5e-6);
+  // Without inter-node costs, none come back.
+  Profile one = p;
+  one.inter.reset();
+  EXPECT_FALSE(profile_from_json(profile_to_json(one), "test").inter.has_value());
+}
+
+TEST(Profile, MachineFileRoundTrip) {
+  Profile m;
+  m.source = "machine";
+  m.name = "dgx-a100";
+  m.ranks_per_node = 8;
+  m.memory_per_rank = 80e9;
+  m.matmul_flops = 250e12;
+  m.peak_flops = 312e12;
+  m.memory_bandwidth = 1.5e12;
+  m.intra.all_reduce = {5e-6, 250e9};
+  m.inter = CommCosts{};
+  m.inter->all_reduce = {1e-5, 100e9};
+  const Profile q = profile_from_json(profile_to_json(m), "test");
+  EXPECT_EQ(q.source, "machine");
+  EXPECT_DOUBLE_EQ(q.matmul_flops, 250e12);
+  EXPECT_DOUBLE_EQ(q.intra.send_recv.bandwidth, 250e9); // one link for every collective
+  EXPECT_DOUBLE_EQ(q.inter->reduce_scatter.latency, 1e-5);
+}
+
+TEST(Profile, BadFieldsAreNamed) {
+  const nlohmann::json good = nlohmann::json::parse(profile_to_json(sample_profile()));
+  auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    return error_of(j.dump());
+  };
+  EXPECT_NE(error_of("{ not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["format"] = "gridlm-weights"; }).find("field 'format'"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["version"] = 7; }).find("field 'version' = 7"), std::string::npos);
+  EXPECT_NE(with([](auto& j) { j.erase("ops"); }).find("field 'ops' is missing"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["ops"] = nlohmann::json::array(); }).find("field 'ops'"),
+            std::string::npos);
+  const std::string negative = with([](auto& j) { j["ops"][1]["block"]["forward_s"] = -1.0; });
+  EXPECT_NE(negative.find("field 'ops[1].block.forward_s' = -1"), std::string::npos) << negative;
+  EXPECT_NE(negative.find("profile 'p.json'"), std::string::npos);
+  EXPECT_NE(with([](auto& j) {
+              j["intra_node"]["send_recv"]["bandwidth_Bps"] = 0;
+            }).find("field 'intra_node.send_recv.bandwidth_Bps' = 0 must be above 0"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["ops"][1]["tp"] = 1; }).find("repeats tp 1 and micro_batch 2"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& j) {
+              j["model"]["n_layer"] = "six";
+            }).find("field 'model.n_layer' is not an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of("[1, 2]").find("is not a JSON object"), std::string::npos);
+}
+
+TEST(Profile, MissingFileIsNamed) {
+  try {
+    read_profile("/nonexistent/profile.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'/nonexistent/profile.json': no such file"),
+              std::string::npos);
+  }
+}
+
+TEST(Profile, RingFormulas) {
+  const LinkCost l{1e-5, 1e9};
+  // 4 ranks, 8 MB: 6 steps of latency, 2 x 3/4 of the bytes each way.
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(l, 8e6, 4), 6e-5 + 1.5 * 8e-3);
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(l, 8e6, 4), 3e-5 + 0.75 * 8e-3);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(l, 8e6, 4), reduce_scatter_seconds(l, 8e6, 4));
+  EXPECT_DOUBLE_EQ(send_recv_seconds(l, 1e6), 1e-5 + 1e-3);
+  EXPECT_EQ(all_reduce_seconds(l, 8e6, 1), 0.0);
+}
+
+TEST(Profile, FitRecoversLatencyAndBandwidth) {
+  const LinkCost truth{2e-5, 3e9};
+  std::vector<CommSample> s;
+  for (const double n : {4096.0, 65536.0, 1048576.0, 8388608.0}) {
+    for (const int g : {2, 4})
+      s.push_back(CommSample{g, n, all_reduce_seconds(truth, n, g)});
+  }
+  const LinkCost fit = fit_link(s, all_reduce_latency_steps, all_reduce_bandwidth_share);
+  EXPECT_NEAR(fit.latency, truth.latency, 1e-9);
+  EXPECT_NEAR(fit.bandwidth, truth.bandwidth, 1e-3 * truth.bandwidth);
+  // Noise that would give a negative latency gives none, and a positive bandwidth.
+  const LinkCost flat = fit_link({{2, 1000, 1e-3}, {2, 1e6, 0.9e-3}}, one_step, one_step);
+  EXPECT_GE(flat.latency, 0.0);
+  EXPECT_GT(flat.bandwidth, 0.0);
+}
+
+} // namespace
+} // namespace gridlm::engine
