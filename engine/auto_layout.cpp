@@ -37,10 +37,11 @@ ProfileRequest start_up_request(const RunConfig& config, int ranks, int node) {
     if (allowed && ranks % t == 0 && config.model.n_head % t == 0) req.tp.push_back(t);
   }
   if (req.tp.empty()) req.tp.push_back(1);
+  // Not above the configured size: the memory a run was sized for.
   req.micro_batches.clear();
-  for (int b = 1; b < config.train.micro_batch * config.train.grad_accum; b *= 2)
+  for (int b = 1; b < config.train.micro_batch; b *= 2)
     req.micro_batches.push_back(b);
-  req.micro_batches.push_back(config.train.micro_batch * config.train.grad_accum);
+  req.micro_batches.push_back(config.train.micro_batch);
   return req;
 }
 

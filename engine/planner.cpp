@@ -82,9 +82,10 @@ OpTimes machine_op(const Profile& p, const layers::ModelConfig& m, Piece piece, 
     t.backward_weight = gemm / p.matmul_flops;
     t.backward = t.backward_input + t.backward_weight;
   } else {
+    // The embedding's gradients come with the input half (GPT::backward_input).
     t.forward = 3 * act_bytes / p.memory_bandwidth;
-    t.backward_weight = 3 * act_bytes / p.memory_bandwidth;
-    t.backward = t.backward_weight;
+    t.backward_input = 3 * act_bytes / p.memory_bandwidth;
+    t.backward = t.backward_input;
   }
   return t;
 }
@@ -103,8 +104,13 @@ double stage_params(const layers::ModelConfig& m, const std::vector<int>& blocks
   return double(layers::make_param_table(m, spec, 0, tp).total);
 }
 
-bool same_node(int first_rank, int last_rank, int ranks_per_node) {
-  return first_rank / ranks_per_node == last_rank / ranks_per_node;
+// Whether every replica's pipeline (ranks d tp P ... (d + 1) tp P - 1) lies inside one node.
+bool pipelines_inside_nodes(const parallel::Layout& l, int ranks_per_node) {
+  const int span = l.tp * l.pp;
+  for (int d = 0; d < l.dp; ++d) {
+    if ((d * span) / ranks_per_node != (d * span + span - 1) / ranks_per_node) return false;
+  }
+  return true;
 }
 
 std::vector<int> divisors(int n) {
@@ -121,10 +127,10 @@ void check_profiled_model(const Profile& machine, const layers::ModelConfig& m) 
   if (pm.vocab_size != m.vocab_size || pm.seq_len != m.seq_len || pm.n_head != m.n_head ||
       pm.d_model != m.d_model || pm.tied_embeddings != m.tied_embeddings) {
     throw Error(fmt::format("the profile measured a model of vocabulary {}, context {}, {} heads, "
-                            "width {}; this configuration's is {}, {}, {}, {}: measure a profile "
-                            "of this model (gridlm profile --config ...)",
-                            pm.vocab_size, pm.seq_len, pm.n_head, pm.d_model, m.vocab_size,
-                            m.seq_len, m.n_head, m.d_model));
+                            "width {}, tied embeddings {}; this configuration's is {}, {}, {}, "
+                            "{}, {}: measure a profile of this model (gridlm profile --config ...)",
+                            pm.vocab_size, pm.seq_len, pm.n_head, pm.d_model, pm.tied_embeddings,
+                            m.vocab_size, m.seq_len, m.n_head, m.d_model, m.tied_embeddings));
   }
 }
 
@@ -229,7 +235,7 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
     return *machine.inter;
   };
   // Consecutive stages are tp ranks apart; a dp group spans all ranks (dp is the slowest axis).
-  const CommCosts& pp_link = link(same_node(0, l.tp * (P - 1), K) || P == 1);
+  const CommCosts& pp_link = link(pipelines_inside_nodes(l, K));
   const CommCosts& dp_link = link(l.size() <= K);
   const double boundary_bytes = 4.0 * b * m.seq_len * m.d_model;
 
@@ -267,7 +273,7 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
     double tied = 0;
     if (P > 1 && m.tied_embeddings && (st == 0 || st == P - 1)) {
       const double wte = 4.0 * layers::padded_vocab_slice(m.vocab_size, l.tp) * m.d_model;
-      tied = all_reduce_seconds(link(same_node(0, l.tp * (P - 1), K)).all_reduce, wte, 2);
+      tied = all_reduce_seconds(pp_link.all_reduce, wte, 2);
     }
     const double finish = tl.stages[st].back().end;
     after_pipeline = std::max(after_pipeline, finish - tl.makespan + dp.exposed + tied);
@@ -301,6 +307,12 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
   if (request.ranks < 1) throw Error("--ranks must be at least 1");
   Profile prof = machine;
   if (request.ranks_per_node > 0) prof.ranks_per_node = request.ranks_per_node;
+  if (request.ranks > prof.ranks_per_node && !prof.inter) {
+    throw Error(fmt::format("{} ranks of {} per node span nodes, but the profile has no costs "
+                            "across nodes (it was measured on one node): profile on two nodes or "
+                            "more, or give a machine file with inter_node",
+                            request.ranks, prof.ranks_per_node));
+  }
   PlanResult out;
   out.ranks_per_node = prof.ranks_per_node;
   out.global_batch = request.global_batch > 0

@@ -49,7 +49,9 @@ public:
     const json& v = at(key);
     if (!v.is_number_integer()) fail(key, "is not an integer");
     const long long x = v.get<long long>();
-    if (x < min || x > 1 << 30) fail(key, fmt::format("= {} must be at least {}", x, min));
+    if (x < min || x > 1 << 30) {
+      fail(key, fmt::format("= {} must be from {} to {}", x, min, 1 << 30));
+    }
     return int(x);
   }
   std::string text(const std::string& key) const {
@@ -112,7 +114,7 @@ layers::ModelConfig read_model(const Reader& r) {
   m.n_head = r.integer("n_head", 1);
   m.d_model = r.integer("d_model", 1);
   const json& tied = r.at("tied_embeddings");
-  if (!tied.is_boolean()) r.fail("model.tied_embeddings", "is not true or false");
+  if (!tied.is_boolean()) r.fail("tied_embeddings", "is not true or false");
   m.tied_embeddings = tied.get<bool>();
   return m;
 }
@@ -143,11 +145,15 @@ double send_recv_seconds(const LinkCost& l, double bytes) {
 
 LinkCost fit_link(const std::vector<CommSample>& samples, double (*latency_steps)(int),
                   double (*bandwidth_share)(int)) {
-  // seconds = a x + b y with x = latency, y = 1/bandwidth: the 2 x 2 normal equations.
+  // seconds = a x + b y with x = latency, y = 1/bandwidth, each row weighted by 1/seconds (a
+  // relative fit: the largest messages must not drown the latency): the 2 x 2 normal equations.
   double aa = 0, ab = 0, bb = 0, at = 0, bt = 0;
   for (const CommSample& s : samples) {
-    const double a = latency_steps(s.g), b = bandwidth_share(s.g) * s.bytes;
-    aa += a * a, ab += a * b, bb += b * b, at += a * s.seconds, bt += b * s.seconds;
+    if (s.seconds <= 0) continue;
+    const double w = 1.0 / s.seconds;
+    const double a = w * latency_steps(s.g), b = w * bandwidth_share(s.g) * s.bytes,
+                 t = w * s.seconds;
+    aa += a * a, ab += a * b, bb += b * b, at += a * t, bt += b * t;
   }
   const double det = aa * bb - ab * ab;
   double latency = 0, inv_bw = 0;
@@ -203,7 +209,7 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw Error(fmt::format("{}: not valid JSON ({}); fix the file, or measure a new one with "
                             "gridlm profile",
                             what, e.what()));

@@ -131,7 +131,9 @@ OpEntry time_entry(const layers::ModelConfig& model, int tp_size, int B, int rep
 }
 
 double time_optimizer(const layers::ModelConfig& model, int repeats, MPI_Comm world) {
-  const layers::ParamTable table = layers::make_param_table(model, layers::StageSpec{}, 0, 1);
+  // One block's parameters: the cost is per parameter, and a whole model may not fit one rank.
+  const layers::ParamTable table =
+      layers::make_param_table(model, layers::StageSpec{0, 1, false, false}, 0, 1);
   Kokkos::View<float*> params("engine::profile::params", table.total);
   Kokkos::View<float*> grads("engine::profile::grads", table.total);
   fill_random(params, 0.02f, 5);
@@ -207,8 +209,17 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   GRIDLM_MPI_CHECK(MPI_Comm_size(*node, &node_size));
   parallel::run_agreed(world, [&] {
     if (req.repeats < 1) throw Error("--repeats must be at least 1");
-    for (const int b : req.micro_batches) {
+    for (std::size_t i = 0; i < req.micro_batches.size(); ++i) {
+      const int b = req.micro_batches[i];
       if (b < 1) throw Error(fmt::format("--micro-batches: {} is not a positive size", b));
+      for (std::size_t j = 0; j < i; ++j) {
+        if (req.micro_batches[j] == b) throw Error(fmt::format("--micro-batches: {} twice", b));
+      }
+    }
+    for (std::size_t i = 0; i < req.tp.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (req.tp[j] == req.tp[i]) throw Error(fmt::format("--tp: {} twice", req.tp[i]));
+      }
     }
     for (const int t : req.tp) {
       if (t < 1 || size % t != 0 || req.model.n_head % t != 0) {
@@ -230,7 +241,8 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   p.ranks_per_node = slowest(node_size, world);
   p.model = req.model;
   const double available = node_available_bytes();
-  p.memory_per_rank = available > 0 ? -slowest(-available / node_size, world) : 0;
+  // GPU builds hold the model in device memory, which the engine's estimate does not check.
+  p.memory_per_rank = available > 0 && !build::cuda ? -slowest(-available / node_size, world) : 0;
   for (const int t : req.tp) {
     for (const int b : req.micro_batches)
       p.ops.push_back(time_entry(req.model, t, b, req.repeats, world));
@@ -248,7 +260,14 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   }
   // Inside a node with one rank there is nothing to measure: the link is never used.
   if (node_size == 1) p.intra = CommCosts{{0, 1e12}, {0, 1e12}, {0, 1e12}, {0, 1e12}};
-  return p;
+  // Link fits differ from node to node: rank 0's profile is everyone's, so that every rank
+  // plans the same layout.
+  std::string text = profile_to_json(p);
+  unsigned long long n = text.size();
+  GRIDLM_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, world));
+  text.resize(n);
+  GRIDLM_MPI_CHECK(MPI_Bcast(text.data(), int(n), MPI_CHAR, 0, world));
+  return profile_from_json(text, "the measured profile");
 }
 
 } // namespace gridlm::engine

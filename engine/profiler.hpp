@@ -23,7 +23,7 @@ struct ProfileRequest {
   std::vector<double> message_bytes{4096, 65536, 1 << 20, 8 << 20}; // collective sizes timed
 };
 
-// Collective over `world`; every rank returns the same profile. Throws the same Error on every
+// Collective over `world`; every rank returns rank 0's profile. Throws the same Error on every
 // rank for a request that cannot be measured here (a tp that does not divide the ranks or the
 // heads, a micro-batch of no sequences).
 Profile measure_profile(const ProfileRequest& request, MPI_Comm world);

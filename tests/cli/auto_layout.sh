@@ -31,13 +31,15 @@ expect() { # expect REGEX LOG
 }
 train --set parallel.profile="$out/fast_tp.json" >"$out/a.log"
 expect 'layout planner \(parallel.profile = .*fast_tp.json\): dp 1 x pp 1 x tp 2' "$out/a.log"
-expect 'dp 1 x pp 1 x tp 2' "$out/a.log"
+expect '^gridlm train: 2 ranks = dp 1 x pp 1 x tp 2' "$out/a.log"
 train --set parallel.profile="$out/slow_tp.json" >"$out/b.log"
 expect 'layout planner .*: dp 2 x pp 1 x tp 1' "$out/b.log"
+expect '^gridlm train: 2 ranks = dp 2 x pp 1 x tp 1' "$out/b.log"
 train --set parallel.profile=measure >"$out/c.log"
 expect 'layout planner \(parallel.profile = measure\): dp . x pp 1 x tp .' "$out/c.log"
 expect '^done: loss' "$out/c.log"
 train >"$out/d.log"
+expect '^gridlm train: 2 ranks = dp 1 x pp 1 x tp 2' "$out/d.log" # tp fills the node
 if grep -q 'layout planner' "$out/d.log"; then echo "FAIL: planned without parallel.profile"; exit 1; fi
 grep -m1 'layout planner' "$out/a.log"
 grep -m1 'layout planner' "$out/b.log"

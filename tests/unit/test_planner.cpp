@@ -118,6 +118,20 @@ TEST(Planner, DataParallelReductionIsExposedUnlessBucketsHideIt) {
   EXPECT_NEAR(nz.optimizer_seconds, 1e-6 * params, 1e-12);
 }
 
+TEST(Planner, StageTransfersCrossNodesWhereAnyReplicaStraddlesOne) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  p.inter = CommCosts{kFree, kFree, kFree, LinkCost{1.0, 1e30}}; // 1 s per send across nodes
+  // dp 2 x pp 3 x tp 2 on nodes of 8: replica 0 is ranks 0-5, replica 1 ranks 6-11 (two nodes).
+  const Candidate cand = candidate(2, 3, 2, "1f1b", 1, 3, {2, 1, 1});
+  p.ranks_per_node = 12;
+  const double inside = predict(c, cand, p).step_seconds;
+  p.ranks_per_node = 8;
+  const double across = predict(c, cand, p).step_seconds;
+  // Every F and B of the critical path waits for a 1 s send: at least 2 (p - 1) of them.
+  EXPECT_GE(across - inside, 4.0);
+}
+
 TEST(Planner, MachineFileCountsFlops) {
   RunConfig c = small_config();
   Profile m;
@@ -158,6 +172,14 @@ TEST(Planner, SearchReturnsOnlyWhatTheEngineRunsBestFirst) {
   RunConfig c = small_config();
   Profile p = hand_profile(c);
   p.ranks_per_node = 2;
+  // Two nodes: a profile without costs across nodes cannot price them.
+  try {
+    plan_layouts(c, PlanRequest{4, 0, 4}, p);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no costs across nodes"), std::string::npos);
+  }
+  p.inter = CommCosts{kFree, kFree, kFree, kFree};
   const PlanResult r = plan_layouts(c, PlanRequest{4, 0, 4}, p);
   EXPECT_EQ(r.global_batch, 4);
   ASSERT_FALSE(r.ranked.empty());

@@ -110,6 +110,14 @@ TEST(Profile, BadFieldsAreNamed) {
             }).find("field 'model.n_layer' is not an integer"),
             std::string::npos);
   EXPECT_NE(error_of("[1, 2]").find("is not a JSON object"), std::string::npos);
+  // A number past double's range is nlohmann's out_of_range, not a parse error: still named.
+  EXPECT_NE(error_of(R"({"format": "gridlm-profile", "version": 1e400})")
+                .find("profile 'p.json': not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& j) {
+              j["model"]["tied_embeddings"] = 1;
+            }).find("field 'model.tied_embeddings' is not true or false"),
+            std::string::npos);
 }
 
 TEST(Profile, MissingFileIsNamed) {
@@ -142,7 +150,8 @@ TEST(Profile, FitRecoversLatencyAndBandwidth) {
   const LinkCost fit = fit_link(s, all_reduce_latency_steps, all_reduce_bandwidth_share);
   EXPECT_NEAR(fit.latency, truth.latency, 1e-9);
   EXPECT_NEAR(fit.bandwidth, truth.bandwidth, 1e-3 * truth.bandwidth);
-  // Noise that would give a negative latency gives none, and a positive bandwidth.
+  // Times that fall with size (noise) give a negative bandwidth term: refitted as latency only,
+  // never negative.
   const LinkCost flat = fit_link({{2, 1000, 1e-3}, {2, 1e6, 0.9e-3}}, one_step, one_step);
   EXPECT_GE(flat.latency, 0.0);
   EXPECT_GT(flat.bandwidth, 0.0);
