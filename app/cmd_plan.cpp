@@ -37,7 +37,22 @@ struct PlanCommand {
   int global_batch = 0;                  // --auto: sequences per step (0: the configuration's)
   int top = 10;                          // --auto: candidates printed
   std::string json;                      // --auto: every ranked candidate as JSON ("": none)
+  std::string layout;                    // --auto: only this "DPxPPxTP" ("": every one)
+  int max_micro_batch = 0;               // --auto: largest micro-batch size tried (0: any)
+  bool recompute = false;                // --auto: price full activation recomputation
 };
+
+// "8x4x1" -> dp 8, pp 4, tp 1.
+parallel::Layout parse_layout(const std::string& text) {
+  parallel::Layout l;
+  char x1 = 0, x2 = 0, rest = 0;
+  if (std::sscanf(text.c_str(), "%dx%c", &l.dp, &x1) < 1 ||
+      std::sscanf(text.c_str(), "%d%c%d%c%d%c", &l.dp, &x1, &l.pp, &x2, &l.tp, &rest) != 5 ||
+      x1 != 'x' || x2 != 'x' || l.dp < 1 || l.pp < 1 || l.tp < 1) {
+    throw Error(fmt::format("--layout '{}': give DPxPPxTP, e.g. 8x4x1", text));
+  }
+  return l;
+}
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1ull << 30)); }
 
@@ -49,8 +64,8 @@ std::string plan_report(const PlanCommand& cmd, const engine::RunConfig& config,
       cmd.ranks, r.ranks_per_node, r.global_batch, config.model.seq_len,
       machine.source == "machine" ? "machine file" : "profile", cmd.profile, machine.name,
       machine.source == "machine" ? "" : fmt::format(", measured with {} ranks", machine.ranks));
-  out += fmt::format(" #  {:<22} {:<20} {:>11} {:>4} {:>9} {:>10} {:>7} {:>11}\n", "layout",
-                     "schedule", "micro-batch", "zero", "step ms", "tokens/s", "bubble",
+  out += fmt::format(" #  {:<22} {:<27} {:>11} {:>4} {:>9} {:>10} {:>7} {:>11}\n", "layout",
+                     "schedule", "b x m", "zero", "step ms", "tokens/s", "bubble",
                      "memory/rank");
   for (std::size_t i = 0; i < r.ranked.size() && int(i) < cmd.top; ++i) {
     const engine::Candidate& c = r.ranked[i].candidate;
@@ -58,7 +73,7 @@ std::string plan_report(const PlanCommand& cmd, const engine::RunConfig& config,
     const std::string sched =
         c.chunks > 1 ? fmt::format("{} x{} chunks", c.schedule, c.chunks) : c.schedule;
     out += fmt::format(
-        "{:>2}  {:<22} {:<20} {:>11} {:>4} {:>9.1f} {:>10.0f} {:>6.1f}% {:>11}\n", i + 1,
+        "{:>2}  {:<22} {:<27} {:>11} {:>4} {:>9.1f} {:>10.0f} {:>6.1f}% {:>11}\n", i + 1,
         c.layout.str(), sched, fmt::format("{} x {}", c.micro_batch, c.micro_batches), c.zero,
         1e3 * p.step_seconds, p.tokens_per_second, 100 * p.bubble, gib(p.memory_per_rank));
   }
@@ -66,9 +81,9 @@ std::string plan_report(const PlanCommand& cmd, const engine::RunConfig& config,
     out += "no layout can run; the reasons are below\n";
   } else {
     const engine::Ranked& best = r.ranked.front();
-    out += fmt::format("best: gridlm train{} {}\n",
-                       cmd.config_path.empty() ? "" : " --config " + cmd.config_path,
-                       best.candidate.flags());
+    out += fmt::format(
+        "best: {}gridlm train{} {}\n", cmd.recompute ? "(priced with recomputation) " : "",
+        cmd.config_path.empty() ? "" : " --config " + cmd.config_path, best.candidate.flags());
     out += fmt::format("  step {:.1f} ms = pipeline {:.1f} (bubble {:.1f}%) + exposed dp "
                        "reduction {:.1f} + optimizer {:.1f} + the rest\n",
                        1e3 * best.prediction.step_seconds, 1e3 * best.prediction.pipeline_seconds,
@@ -119,8 +134,11 @@ void run_auto(PlanCommand cmd) {
     }
     const engine::RunConfig config = read_run_config(cmd.config_path, cmd.sets);
     const engine::Profile machine = engine::read_profile(cmd.profile);
-    const engine::PlanResult r = engine::plan_layouts(
-        config, engine::PlanRequest{cmd.ranks, cmd.ranks_per_node, cmd.global_batch}, machine);
+    engine::PlanRequest req = engine::make_request(cmd.ranks, cmd.ranks_per_node, cmd.global_batch);
+    req.pricing.recompute = cmd.recompute;
+    req.max_micro_batch = cmd.max_micro_batch;
+    if (!cmd.layout.empty()) req.layout = parse_layout(cmd.layout);
+    const engine::PlanResult r = engine::plan_layouts(config, req, machine);
     report = plan_report(cmd, config, machine, r);
     if (rank == 0 && !cmd.json.empty()) {
       std::ofstream f(cmd.json);
@@ -223,6 +241,13 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str()
       ->check(positive_number());
   sub->add_option("--json", cmd->json, "--auto: write every candidate that can run, ranked, here");
+  sub->add_option("--layout", cmd->layout, "--auto: only this layout, DPxPPxTP (e.g. 8x4x1)");
+  sub->add_option("--max-micro-batch", cmd->max_micro_batch,
+                  "--auto: the largest micro-batch size tried (default: any)")
+      ->check(positive_number());
+  sub->add_flag("--recompute", cmd->recompute,
+                "--auto: price full activation recomputation (as Megatron's published runs; "
+                "gridlm does not recompute): to compare with runs that do");
   sub->footer("Example: gridlm plan --pp 4 --micro-batches 8 --schedule zb-h1 --svg zb.svg\n"
               "         gridlm plan --auto --ranks 8 --config run.toml --profile here.json");
   sub->callback([cmd] { run(*cmd); });

@@ -73,7 +73,7 @@ AutoLayout plan_auto_layout(const RunConfig& config, MPI_Comm world) {
   }
   parallel::run_agreed(world, [&] {
     const int global = configured_global_batch(config, ranks, node);
-    const PlanResult r = plan_layouts(config, PlanRequest{ranks, node, global}, profile);
+    const PlanResult r = plan_layouts(config, make_request(ranks, node, global), profile);
     int runnable = 0;
     const Ranked* best = nullptr;
     for (const Ranked& x : r.ranked) {

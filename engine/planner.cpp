@@ -61,7 +61,7 @@ OpTimes measured_op(const Profile& p, Piece piece, int tp, int b) {
 // bandwidth, and the tensor-parallel all-reduces over its intra-node link.
 OpTimes machine_op(const Profile& p, const layers::ModelConfig& m, Piece piece, int tp, int b) {
   const double N = double(b) * m.seq_len, C = m.d_model, T = m.seq_len, V = m.vocab_size;
-  const double act_bytes = 4 * N * C;
+  const double act_bytes = p.activation_bytes * N * C;
   OpTimes t;
   if (piece == Piece::block) {
     const double gemm = 2 * N * 12 * C * C / tp;     // forward multiply-adds x 2
@@ -161,6 +161,23 @@ DpCost dp_cost(double bytes, double bucket_bytes, int dp, int zero, const CommCo
   return d;
 }
 
+// The engine's estimate, or with recomputation: each block keeps only its input per
+// micro-batch in flight, and one block at a time holds its whole activations.
+MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, const Profile& machine,
+                              const PricingOptions& pricing) {
+  MemoryEstimate e = estimate_memory(r, l);
+  if (!pricing.recompute) return e;
+  const layers::ModelConfig& m = r.model;
+  const double B = r.train.micro_batch, T = m.seq_len, C = m.d_model, H = m.n_head;
+  const double blocks = std::ceil(double(m.n_layer) / l.pp);
+  const double in_flight = std::min(double(l.pp) * r.parallel.chunks, double(r.train.grad_accum));
+  const double scale = machine.activation_bytes / 4.0;
+  const double one_block = 4 * B * T * (20 * C / l.tp + 2 * H / l.tp * T) * scale;
+  const double head = 4 * 2 * B * T * m.vocab_size / l.tp * scale;
+  e.activations = in_flight * blocks * B * T * C * machine.activation_bytes + one_block + head;
+  return e;
+}
+
 } // namespace
 
 std::string Candidate::flags() const {
@@ -192,7 +209,8 @@ RunConfig with_candidate(const RunConfig& config, const Candidate& c) {
   return r;
 }
 
-std::string candidate_problem(const RunConfig& config, const Candidate& c, const Profile& machine) {
+std::string candidate_problem(const RunConfig& config, const Candidate& c, const Profile& machine,
+                              const PricingOptions& pricing) {
   const int K = machine.ranks_per_node;
   const parallel::Layout& l = c.layout;
   if (l.tp > K || (l.size() > K && K % l.tp != 0)) {
@@ -211,7 +229,7 @@ std::string candidate_problem(const RunConfig& config, const Candidate& c, const
   } catch (const Error& e) {
     return e.what();
   }
-  const MemoryEstimate e = estimate_memory(r, l);
+  const MemoryEstimate e = planned_memory(r, l, machine, pricing);
   if (machine.memory_per_rank > 0 && e.total() > machine.memory_per_rank) {
     return fmt::format("does not fit in memory ({:.2f} GiB per rank of {:.2f} GiB): {}",
                        e.total() / double(1ull << 30), machine.memory_per_rank / double(1ull << 30),
@@ -220,7 +238,8 @@ std::string candidate_problem(const RunConfig& config, const Candidate& c, const
   return "";
 }
 
-Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine) {
+Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine,
+                   const PricingOptions& pricing) {
   const layers::ModelConfig& m = config.model;
   check_profiled_model(machine, m);
   const parallel::Layout& l = c.layout;
@@ -237,7 +256,7 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
   // Consecutive stages are tp ranks apart; a dp group spans all ranks (dp is the slowest axis).
   const CommCosts& pp_link = link(pipelines_inside_nodes(l, K));
   const CommCosts& dp_link = link(l.size() <= K);
-  const double boundary_bytes = 4.0 * b * m.seq_len * m.d_model;
+  const double boundary_bytes = machine.activation_bytes * b * m.seq_len * m.d_model;
 
   const parallel::Schedule s = parallel::make_schedule(kind, P, c.micro_batches, c.chunks);
   auto cost = [&](int stage, const parallel::Op& op) {
@@ -247,9 +266,12 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
     auto sum = [&](double OpTimes::*f) {
       return n * blk.*f + (first ? emb.*f : 0.0) + (last ? head.*f : 0.0);
     };
+    // Recomputation runs the blocks' forward again before their backward.
+    const double again = pricing.recompute ? n * blk.forward : 0.0;
     switch (op.kind) {
     case parallel::OpKind::F: return sum(&OpTimes::forward);
-    case parallel::OpKind::B: return sum(split ? &OpTimes::backward_input : &OpTimes::backward);
+    case parallel::OpKind::B:
+      return again + sum(split ? &OpTimes::backward_input : &OpTimes::backward);
     case parallel::OpKind::W: return sum(&OpTimes::backward_weight);
     }
     return 0.0;
@@ -289,7 +311,7 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
   pr.step_seconds = tl.makespan + after_pipeline + scalars + optimizer;
   pr.tokens_per_second =
       double(l.dp) * c.micro_batches * b * m.seq_len / std::max(pr.step_seconds, 1e-12);
-  pr.memory_per_rank = estimate_memory(with_candidate(config, c), l).total();
+  pr.memory_per_rank = planned_memory(with_candidate(config, c), l, machine, pricing).total();
   return pr;
 }
 
@@ -331,6 +353,7 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
   };
   const std::string schedules[] = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"};
   for (const parallel::Layout& l : parallel::all_layouts(request.ranks)) {
+    if (request.layout && !(*request.layout == l)) continue;
     Candidate base;
     base.layout = l;
     if (out.global_batch % l.dp != 0) {
@@ -340,6 +363,7 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
       continue;
     }
     for (const int b : divisors(out.global_batch / l.dp)) {
+      if (request.max_micro_batch > 0 && b > request.max_micro_batch) continue;
       for (const std::string& sched : schedules) {
         if (l.pp == 1 && sched != "1f1b") continue; // one stage: every schedule is the same
         const int max_chunks = sched == "interleaved-1f1b" ? config.model.n_layer / l.pp : 1;
@@ -356,13 +380,13 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
               refuse(c, e.what());
               continue;
             }
-            const std::string problem = candidate_problem(config, c, prof);
+            const std::string problem = candidate_problem(config, c, prof, request.pricing);
             if (!problem.empty()) {
               refuse(c, problem);
               continue;
             }
             try {
-              out.ranked.push_back(Ranked{c, predict(config, c, prof)});
+              out.ranked.push_back(Ranked{c, predict(config, c, prof, request.pricing)});
             } catch (const Error& e) {
               refuse(c, e.what());
             }

@@ -9,6 +9,7 @@
 // engine/memory_budget, the estimate the engine itself refuses runs by.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,22 +44,39 @@ struct Prediction {
   double optimizer_seconds = 0;  // AdamW (and ZeRO-1's exposed all-gather)
 };
 
+// Pricing beyond what gridlm runs, to compare with published runs of other trainers.
+struct PricingOptions {
+  bool recompute = false; // full activation recomputation (Megatron's): the backward runs each
+                          // block's forward again, and only each block's input is kept
+};
+
 // The configuration with the candidate's keys set.
 RunConfig with_candidate(const RunConfig& config, const Candidate& c);
 
 // "" when the engine would run the candidate on `ranks_per_node`-rank nodes and it fits in the
 // profile's memory per rank; else the reason, from the engine's own checks.
-std::string candidate_problem(const RunConfig& config, const Candidate& c, const Profile& machine);
+std::string candidate_problem(const RunConfig& config, const Candidate& c, const Profile& machine,
+                              const PricingOptions& pricing = {});
 
 // Throws gridlm::Error when the profile cannot price the candidate (a tp or micro-batch size it
 // did not measure, a model other than the one it measured).
-Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine);
+Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine,
+                   const PricingOptions& pricing = {});
 
 struct PlanRequest {
   int ranks = 1;          // ranks of the job
   int ranks_per_node = 0; // 0: the profile's
   int global_batch = 0;   // sequences per optimizer step (0: what the configuration gives)
+  PricingOptions pricing;
+  std::optional<parallel::Layout> layout; // only this dp x pp x tp (none: every one)
+  int max_micro_batch = 0;                // largest micro-batch size tried (0: any)
 };
+
+inline PlanRequest make_request(int ranks, int ranks_per_node, int global_batch) {
+  PlanRequest r;
+  r.ranks = ranks, r.ranks_per_node = ranks_per_node, r.global_batch = global_batch;
+  return r;
+}
 
 struct Ranked {
   Candidate candidate;

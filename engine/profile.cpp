@@ -178,6 +178,7 @@ std::string profile_to_json(const Profile& p) {
          {"matmul_flops", p.matmul_flops},
          {"peak_flops", p.peak_flops},
          {"memory_bandwidth_Bps", p.memory_bandwidth},
+         {"bytes_per_activation", p.activation_bytes},
          {"intra_node", link_json(p.intra.all_reduce)}};
     if (p.inter) j["inter_node"] = link_json(p.inter->all_reduce);
     return j.dump(2) + "\n";
@@ -234,6 +235,8 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
     p.matmul_flops = r.number("matmul_flops", 0, false);
     p.peak_flops = r.number("peak_flops", 0, false);
     p.memory_bandwidth = r.number("memory_bandwidth_Bps", 0, false);
+    if (r.has("bytes_per_activation"))
+      p.activation_bytes = r.number("bytes_per_activation", 0, false);
     const LinkCost intra = read_link(r.child("intra_node"));
     p.intra = CommCosts{intra, intra, intra, intra};
     if (r.has("inter_node")) {

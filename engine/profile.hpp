@@ -60,6 +60,7 @@ struct Profile {
   double matmul_flops = 0;        // machine file: sustained FLOP/s of one device's GEMMs
   double peak_flops = 0;          // machine file: the device's peak, for % of peak
   double memory_bandwidth = 0;    // machine file: bytes/s, for the element-wise work
+  double activation_bytes = 4;    // bytes per activation value sent or kept (2: bf16 runs)
 };
 
 // Seconds of a collective over g ranks of n bytes (0 for g = 1).

@@ -149,6 +149,34 @@ TEST(Planner, MachineFileCountsFlops) {
   EXPECT_NEAR(r.step_seconds, 4 * (block_f + block_b) + 3 * head_f, 1e-12);
 }
 
+TEST(Planner, RecomputationRunsTheForwardAgainAndKeepsOnlyBlockInputs) {
+  RunConfig c = small_config();
+  const Profile p = hand_profile(c);
+  PricingOptions again;
+  again.recompute = true;
+  // One rank, m = 3: each backward runs the 4 blocks' forward (4 s) again.
+  const Candidate one = candidate(1, 1, 1, "1f1b", 1, 3, {4});
+  EXPECT_DOUBLE_EQ(predict(c, one, p, again).step_seconds, predict(c, one, p).step_seconds + 3 * 4);
+  // Saved activations: B T C per block per micro-batch in flight, far below the whole block's.
+  const Candidate piped = candidate(1, 2, 1, "1f1b", 2, 4, {2, 2});
+  EXPECT_LT(predict(c, piped, p, again).memory_per_rank, predict(c, piped, p).memory_per_rank);
+}
+
+TEST(Planner, SearchHonoursALayoutAndAMicroBatchLimit) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  PlanRequest req = make_request(4, 0, 8);
+  req.layout = parallel::Layout{2, 2, 1};
+  req.max_micro_batch = 2;
+  p.ops.push_back(OpEntry{1, 4, p.ops[1].block, p.ops[1].embedding, p.ops[1].head});
+  const PlanResult r = plan_layouts(c, req, p);
+  ASSERT_FALSE(r.ranked.empty());
+  for (const Ranked& x : r.ranked) {
+    EXPECT_EQ(x.candidate.layout, (parallel::Layout{2, 2, 1}));
+    EXPECT_LE(x.candidate.micro_batch, 2);
+  }
+}
+
 TEST(Planner, ProfileOfAnotherModelOrSizeIsNamed) {
   RunConfig c = small_config();
   const Profile p = hand_profile(c);
@@ -174,13 +202,13 @@ TEST(Planner, SearchReturnsOnlyWhatTheEngineRunsBestFirst) {
   p.ranks_per_node = 2;
   // Two nodes: a profile without costs across nodes cannot price them.
   try {
-    plan_layouts(c, PlanRequest{4, 0, 4}, p);
+    plan_layouts(c, make_request(4, 0, 4), p);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no costs across nodes"), std::string::npos);
   }
   p.inter = CommCosts{kFree, kFree, kFree, kFree};
-  const PlanResult r = plan_layouts(c, PlanRequest{4, 0, 4}, p);
+  const PlanResult r = plan_layouts(c, make_request(4, 0, 4), p);
   EXPECT_EQ(r.global_batch, 4);
   ASSERT_FALSE(r.ranked.empty());
   int refused = 0;
@@ -214,7 +242,7 @@ TEST(Planner, MemoryRefusesWhatDoesNotFit) {
   Profile p = hand_profile(c);
   const MemoryEstimate one = estimate_memory(c, parallel::Layout{1, 1, 1});
   p.memory_per_rank = one.weights; // less than any layout of 1 rank needs
-  const PlanResult r = plan_layouts(c, PlanRequest{1, 0, 2}, p);
+  const PlanResult r = plan_layouts(c, make_request(1, 0, 2), p);
   EXPECT_TRUE(r.ranked.empty());
   ASSERT_FALSE(r.refused.empty());
   EXPECT_NE(r.refused.front().reason.find("does not fit in memory"), std::string::npos);
