@@ -2,9 +2,11 @@
 # The layout planner end to end at RANKS ranks: `gridlm profile` measures the configuration's
 # model here, `gridlm plan --auto` ranks every layout, every layout it ranks passes the engine's
 # own checks (`gridlm train --dry-run` with its flags, at RANKS ranks), and the best one trains.
-# Usage: planner.sh MPIEXEC GRIDLM CONFIG RANKS
+# Usage: planner.sh MPIEXEC GRIDLM CONFIG RANKS [CHECKED]: CHECKED (default all) bounds how many
+# of the ranked layouts, best first, are dry-run (each dry run at 4 oversubscribed ranks costs
+# seconds).
 set -euo pipefail
-mpiexec=$1 gridlm=$2 config=$3 ranks=$4
+mpiexec=$1 gridlm=$2 config=$3 ranks=$4 checked=${5:-0}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 heads=$(sed -n 's/^n_head *= *\([0-9]*\).*/\1/p' "$config")
@@ -18,6 +20,7 @@ mapfile -t flags < <(/usr/bin/python3 -c "
 import json, sys
 for c in json.load(open(sys.argv[1]))['ranked']: print(c['flags'])" "$out/plan.json")
 ((${#flags[@]} > 0)) || { echo "FAIL: the planner ranked no layout"; exit 1; }
+((checked > 0 && checked < ${#flags[@]})) && flags=("${flags[@]:0:checked}")
 for f in "${flags[@]}"; do
   # shellcheck disable=SC2086 # the flags are words
   if ! "$mpiexec" -n "$ranks" "$gridlm" train --config "$config" $f --set output.dir="$out/run" \
@@ -27,7 +30,7 @@ for f in "${flags[@]}"; do
     exit 1
   fi
 done
-echo "all ${#flags[@]} ranked layouts pass gridlm train --dry-run"
+echo "all ${#flags[@]} ranked layouts checked pass gridlm train --dry-run"
 # shellcheck disable=SC2086
 "$mpiexec" -n "$ranks" "$gridlm" train --config "$config" ${flags[0]} --set train.steps=3 \
   --set output.dir="$out/run" | tail -n 1
