@@ -65,8 +65,7 @@ std::string plan_report(const PlanCommand& cmd, const engine::RunConfig& config,
       machine.source == "machine" ? "machine file" : "profile", cmd.profile, machine.name,
       machine.source == "machine" ? "" : fmt::format(", measured with {} ranks", machine.ranks));
   out += fmt::format(" #  {:<22} {:<27} {:>11} {:>4} {:>9} {:>10} {:>7} {:>11}\n", "layout",
-                     "schedule", "b x m", "zero", "step ms", "tokens/s", "bubble",
-                     "memory/rank");
+                     "schedule", "b x m", "zero", "step ms", "tokens/s", "bubble", "memory/rank");
   for (std::size_t i = 0; i < r.ranked.size() && int(i) < cmd.top; ++i) {
     const engine::Candidate& c = r.ranked[i].candidate;
     const engine::Prediction& p = r.ranked[i].prediction;
