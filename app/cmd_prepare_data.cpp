@@ -103,13 +103,6 @@ std::uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-void broadcast_string(MPI_Comm comm, std::string& s) {
-  std::uint64_t n = s.size();
-  GRIDLM_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm));
-  s.resize(n);
-  GRIDLM_MPI_CHECK(MPI_Bcast(s.data(), int(n), MPI_CHAR, 0, comm));
-}
-
 void check_options(const PrepareDataCommand& cmd) {
   if (cmd.synthetic == !cmd.inputs.empty()) {
     throw Error(cmd.synthetic ? "give either input files or --synthetic, not both"
@@ -241,8 +234,8 @@ void run(const PrepareDataCommand& cmd) {
   parallel::run_agreed(world, [&] {
     if (root) model = make_tokenizer(cmd, corpus, description).model_bytes();
   });
-  broadcast_string(world, model);
-  broadcast_string(world, description);
+  parallel::broadcast_text(world, model);
+  parallel::broadcast_text(world, description);
   const io::Tokenizer tokenizer = io::Tokenizer::from_bytes(model, "the tokenizer");
   if (root) {
     std::printf("tokenizer: %s; vocabulary %d, bos %d, eos %d, unk %d, pad %d\n",

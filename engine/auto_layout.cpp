@@ -6,22 +6,17 @@
 #include "engine/planner.hpp"
 #include "engine/profiler.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
-#include "parallel/mpi_check.hpp"
-#include "parallel/mpi_comm_handle.hpp"
 
 namespace gridlm::engine {
 namespace {
 
 // The fewest ranks any node of the job holds (what bounds a tensor group).
 int smallest_node(MPI_Comm world) {
-  int rank = 0, size = 1;
-  GRIDLM_MPI_CHECK(MPI_Comm_rank(world, &rank));
-  MPI_Comm node = MPI_COMM_NULL;
-  GRIDLM_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
-  const parallel::MpiCommHandle owned = parallel::own_comm(node);
-  GRIDLM_MPI_CHECK(MPI_Comm_size(node, &size));
-  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &size, 1, MPI_INT, MPI_MIN, world));
+  int size = parallel::comm_size(*parallel::split_nodes(world));
+  parallel::MpiComm(parallel::borrow_comm(world), "plan")
+      .all_reduce(Span<int>(&size, 1), parallel::ReduceOp::min);
   return size;
 }
 
@@ -62,8 +57,7 @@ AutoLayout plan_auto_layout(const RunConfig& config, MPI_Comm world) {
   AutoLayout out{config, ""};
   const ParallelConfig& pc = config.parallel;
   if (pc.profile.empty() || (pc.dp != "auto" && pc.pp != "auto" && pc.tp != "auto")) return out;
-  int ranks = 1;
-  GRIDLM_MPI_CHECK(MPI_Comm_size(world, &ranks));
+  const int ranks = parallel::comm_size(world);
   const int node = smallest_node(world);
   Profile profile;
   if (pc.profile == "measure") {

@@ -297,8 +297,7 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
       const double wte = 4.0 * layers::padded_vocab_slice(m.vocab_size, l.tp) * m.d_model;
       tied = all_reduce_seconds(pp_link.all_reduce, wte, 2);
     }
-    const double finish = tl.stages[st].back().end;
-    after_pipeline = std::max(after_pipeline, finish - tl.makespan + dp.exposed + tied);
+    after_pipeline = std::max(after_pipeline, last.end - tl.makespan + dp.exposed + tied);
     pr.dp_exposed_seconds = std::max(pr.dp_exposed_seconds, dp.exposed);
     const double owned = params / (c.zero ? l.dp : 1);
     const double adamw = machine.source == "machine" ? 28.0 * owned / machine.memory_bandwidth
@@ -324,6 +323,30 @@ int configured_global_batch(const RunConfig& config, int ranks, int ranks_per_no
   return config.train.micro_batch * config.train.grad_accum * l.dp;
 }
 
+namespace {
+
+// (schedule, chunks) worth pricing for pp stages of an n_layer-block model: one stage runs
+// every schedule alike; interleaving at every chunk count the blocks allow.
+std::vector<std::pair<std::string, int>> schedule_choices(int pp, int n_layer) {
+  if (pp == 1) return {{"1f1b", 1}};
+  std::vector<std::pair<std::string, int>> out{{"gpipe", 1}, {"1f1b", 1}, {"zb-h1", 1}};
+  for (int v = 2; v <= n_layer / pp; ++v)
+    out.emplace_back("interleaved-1f1b", v);
+  return out;
+}
+
+// The candidate's balanced stage layout and prediction; throws the reason it cannot run.
+Prediction price(const RunConfig& config, Candidate& c, const Profile& machine,
+                 const PricingOptions& pricing) {
+  c.stage_blocks = parallel::plan_stage_blocks(layers::stage_cost_model(config.model),
+                                               c.layout.pp * c.chunks, "balanced");
+  const std::string problem = candidate_problem(config, c, machine, pricing);
+  if (!problem.empty()) throw Error(problem);
+  return predict(config, c, machine, pricing);
+}
+
+} // namespace
+
 PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
                         const Profile& machine) {
   if (request.ranks < 1) throw Error("--ranks must be at least 1");
@@ -335,6 +358,7 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
                             "more, or give a machine file with inter_node",
                             request.ranks, prof.ranks_per_node));
   }
+  check_profiled_model(prof, config.model);
   PlanResult out;
   out.ranks_per_node = prof.ranks_per_node;
   out.global_batch = request.global_batch > 0
@@ -351,45 +375,29 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
     Refusal& r = refused[key];
     if (r.count++ == 0) r.reason = why, r.example = c;
   };
-  const std::string schedules[] = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"};
   for (const parallel::Layout& l : parallel::all_layouts(request.ranks)) {
     if (request.layout && !(*request.layout == l)) continue;
-    Candidate base;
-    base.layout = l;
+    Candidate c;
+    c.layout = l;
     if (out.global_batch % l.dp != 0) {
       ++out.considered;
-      refuse(base, fmt::format("the global batch of {} sequences does not divide over dp {}",
-                               out.global_batch, l.dp));
+      refuse(c, fmt::format("the global batch of {} sequences does not divide over dp {}",
+                            out.global_batch, l.dp));
       continue;
     }
     for (const int b : divisors(out.global_batch / l.dp)) {
       if (request.max_micro_batch > 0 && b > request.max_micro_batch) continue;
-      for (const std::string& sched : schedules) {
-        if (l.pp == 1 && sched != "1f1b") continue; // one stage: every schedule is the same
-        const int max_chunks = sched == "interleaved-1f1b" ? config.model.n_layer / l.pp : 1;
-        for (int v = sched == "interleaved-1f1b" ? 2 : 1; v <= std::max(1, max_chunks); ++v) {
-          for (int zero = 0; zero <= (l.dp > 1 ? 1 : 0); ++zero) {
-            Candidate c = base;
-            c.schedule = sched, c.chunks = v, c.micro_batch = b, c.zero = zero;
-            c.micro_batches = out.global_batch / l.dp / b;
-            ++out.considered;
-            try {
-              c.stage_blocks = parallel::plan_stage_blocks(layers::stage_cost_model(config.model),
-                                                           l.pp * v, "balanced");
-            } catch (const Error& e) {
-              refuse(c, e.what());
-              continue;
-            }
-            const std::string problem = candidate_problem(config, c, prof, request.pricing);
-            if (!problem.empty()) {
-              refuse(c, problem);
-              continue;
-            }
-            try {
-              out.ranked.push_back(Ranked{c, predict(config, c, prof, request.pricing)});
-            } catch (const Error& e) {
-              refuse(c, e.what());
-            }
+      c.micro_batch = b;
+      c.micro_batches = out.global_batch / l.dp / b;
+      for (const auto& [schedule, chunks] : schedule_choices(l.pp, config.model.n_layer)) {
+        c.schedule = schedule, c.chunks = chunks;
+        for (c.zero = 0; c.zero <= (l.dp > 1 ? 1 : 0); ++c.zero) {
+          ++out.considered;
+          try {
+            const Prediction p = price(config, c, prof, request.pricing); // sets c's stages
+            out.ranked.push_back(Ranked{c, p});
+          } catch (const Error& e) {
+            refuse(c, e.what());
           }
         }
       }

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "engine/memory_budget.hpp"
+#include "engine/statistics.hpp"
 #include "gridlm/version.hpp"
 #include "layers/adamw.hpp"
 #include "layers/gpt.hpp"
@@ -26,13 +27,9 @@ namespace {
 
 using layers::GPT;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 double slowest(double seconds, MPI_Comm comm) {
-  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm));
+  parallel::MpiComm(parallel::borrow_comm(comm), "profile")
+      .all_reduce(Span<double>(&seconds, 1), parallel::ReduceOp::max);
   return seconds;
 }
 
@@ -115,8 +112,7 @@ struct StageTimer {
 
 OpEntry time_entry(const layers::ModelConfig& model, int tp_size, int B, int repeats,
                    MPI_Comm world) {
-  int rank = 0;
-  GRIDLM_MPI_CHECK(MPI_Comm_rank(world, &rank));
+  const int rank = parallel::comm_rank(world);
   MPI_Comm tp_raw = MPI_COMM_NULL;
   GRIDLM_MPI_CHECK(MPI_Comm_split(world, rank / tp_size, rank, &tp_raw));
   parallel::MpiComm tp(parallel::own_comm(tp_raw), "tp");
@@ -194,45 +190,41 @@ CommCosts measure_comm(MPI_Comm comm, const std::vector<double>& sizes, int repe
   return c;
 }
 
+// Throws the Error that names a request measure_profile cannot carry out on `ranks` ranks.
+void check_request(const ProfileRequest& req, int ranks, int node_size) {
+  if (req.repeats < 1) throw Error("--repeats must be at least 1");
+  auto once = [](const std::vector<int>& v, const char* option) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (std::find(v.begin(), v.begin() + long(i), v[i]) != v.begin() + long(i)) {
+        throw Error(fmt::format("{}: {} twice", option, v[i]));
+      }
+    }
+  };
+  once(req.micro_batches, "--micro-batches");
+  once(req.tp, "--tp");
+  for (const int b : req.micro_batches) {
+    if (b < 1) throw Error(fmt::format("--micro-batches: {} is not a positive size", b));
+  }
+  for (const int t : req.tp) {
+    if (t < 1 || ranks % t != 0 || req.model.n_head % t != 0) {
+      throw Error(fmt::format("--tp {}: a tensor-parallel degree must divide the ranks ({}) "
+                              "and model.n_head ({}); give degrees that divide both",
+                              t, ranks, req.model.n_head));
+    }
+    if (t > node_size) {
+      throw Error(fmt::format("--tp {}: a tensor group must fit on one node ({} ranks here)", t,
+                              node_size));
+    }
+  }
+}
+
 } // namespace
 
 Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
-  int rank = 0, size = 1;
-  GRIDLM_MPI_CHECK(MPI_Comm_rank(world, &rank));
-  GRIDLM_MPI_CHECK(MPI_Comm_size(world, &size));
-  MPI_Comm node_raw = MPI_COMM_NULL;
-  GRIDLM_MPI_CHECK(
-      MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_raw));
-  const parallel::MpiCommHandle node = parallel::own_comm(node_raw);
-  int node_rank = 0, node_size = 1;
-  GRIDLM_MPI_CHECK(MPI_Comm_rank(*node, &node_rank));
-  GRIDLM_MPI_CHECK(MPI_Comm_size(*node, &node_size));
-  parallel::run_agreed(world, [&] {
-    if (req.repeats < 1) throw Error("--repeats must be at least 1");
-    for (std::size_t i = 0; i < req.micro_batches.size(); ++i) {
-      const int b = req.micro_batches[i];
-      if (b < 1) throw Error(fmt::format("--micro-batches: {} is not a positive size", b));
-      for (std::size_t j = 0; j < i; ++j) {
-        if (req.micro_batches[j] == b) throw Error(fmt::format("--micro-batches: {} twice", b));
-      }
-    }
-    for (std::size_t i = 0; i < req.tp.size(); ++i) {
-      for (std::size_t j = 0; j < i; ++j) {
-        if (req.tp[j] == req.tp[i]) throw Error(fmt::format("--tp: {} twice", req.tp[i]));
-      }
-    }
-    for (const int t : req.tp) {
-      if (t < 1 || size % t != 0 || req.model.n_head % t != 0) {
-        throw Error(fmt::format("--tp {}: a tensor-parallel degree must divide the ranks ({}) "
-                                "and model.n_head ({}); give degrees that divide both",
-                                t, size, req.model.n_head));
-      }
-      if (t > node_size) {
-        throw Error(fmt::format("--tp {}: a tensor group must fit on one node ({} ranks here)", t,
-                                node_size));
-      }
-    }
-  });
+  const int rank = parallel::comm_rank(world), size = parallel::comm_size(world);
+  const parallel::MpiCommHandle node = parallel::split_nodes(world);
+  const int node_rank = parallel::comm_rank(*node), node_size = parallel::comm_size(*node);
+  parallel::run_agreed(world, [&] { check_request(req, size, node_size); });
   Profile p;
   p.source = "profile";
   p.name = host_name();
@@ -263,10 +255,7 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   // Link fits differ from node to node: rank 0's profile is everyone's, so that every rank
   // plans the same layout.
   std::string text = profile_to_json(p);
-  unsigned long long n = text.size();
-  GRIDLM_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, world));
-  text.resize(n);
-  GRIDLM_MPI_CHECK(MPI_Bcast(text.data(), int(n), MPI_CHAR, 0, world));
+  parallel::broadcast_text(world, text);
   return profile_from_json(text, "the measured profile");
 }
 

@@ -114,17 +114,6 @@ std::string resolve_resume(const std::string& spec, const std::string& dir) {
   return path;
 }
 
-// Rank 0's text, on every rank.
-void broadcast(std::string& text, const parallel::Grid& grid) {
-  parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
-  std::vector<std::uint64_t> size{text.size()};
-  all.broadcast(Span<std::uint64_t>(size), 0);
-  std::vector<std::uint8_t> bytes(text.begin(), text.end());
-  bytes.resize(size[0]);
-  all.broadcast(Span<std::uint8_t>(bytes), 0);
-  text.assign(bytes.begin(), bytes.end());
-}
-
 } // namespace
 
 std::string checkpoint_file(const std::string& dir, int step) {
@@ -179,7 +168,7 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
     if (grid.rank() == 0) plan.resume_path = resolve_resume(k.resume, plan.checkpoint_dir);
     plan.init_from = k.init_from;
   });
-  broadcast(plan.resume_path, grid);
+  parallel::broadcast_text(grid.comm(), plan.resume_path);
   check_memory_fits(config, grid);
   return plan;
 }

@@ -22,6 +22,7 @@
 #include "engine/reference_dump.hpp"
 #include "engine/reporter.hpp"
 #include "engine/run_plan.hpp"
+#include "engine/statistics.hpp"
 #include "engine/step_guard.hpp"
 #include "engine/validation.hpp"
 #include "layers/parameters.hpp"
@@ -35,12 +36,6 @@
 
 namespace gridlm::engine {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::unique_ptr<parallel::Comm> transfer_comm(const RunPlan& plan, const parallel::Grid& grid) {
   if (plan.transfer_backend == "mpi") return nullptr; // the executor's own MPI pp communicator

@@ -86,6 +86,24 @@ int comm_size(MPI_Comm comm) {
   return size;
 }
 
+void broadcast_text(MPI_Comm comm, std::string& text, int root) {
+  std::uint64_t n = text.size();
+  GRIDLM_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
+  text.resize(n);
+  GRIDLM_MPI_CHECK(MPI_Bcast(text.data(), int(n), MPI_CHAR, root, comm));
+}
+
+MpiCommHandle split_nodes(MPI_Comm world, int simulate_ranks_per_node) {
+  const int rank = comm_rank(world);
+  MPI_Comm node = MPI_COMM_NULL;
+  if (simulate_ranks_per_node > 0) {
+    GRIDLM_MPI_CHECK(MPI_Comm_split(world, rank / simulate_ranks_per_node, rank, &node));
+  } else {
+    GRIDLM_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  }
+  return own_comm(node);
+}
+
 std::vector<int> world_ranks(MPI_Comm comm) {
   MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
   GRIDLM_MPI_CHECK(MPI_Comm_group(comm, &group));

@@ -1,6 +1,7 @@
 // The MPI backend of parallel::Comm: host buffers, non-blocking MPI collectives.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "parallel/comm.hpp"
@@ -13,6 +14,11 @@ int comm_rank(MPI_Comm comm);
 int comm_size(MPI_Comm comm);
 // The MPI_COMM_WORLD rank of each rank of the communicator.
 std::vector<int> world_ranks(MPI_Comm comm);
+// Collective: every rank's `text` becomes `root`'s.
+void broadcast_text(MPI_Comm comm, std::string& text, int root = 0);
+// Collective: the ranks sharing memory with this one (a node); tests may pretend nodes hold
+// `simulate_ranks_per_node` consecutive ranks.
+MpiCommHandle split_nodes(MPI_Comm world, int simulate_ranks_per_node = 0);
 
 class MpiComm final : public Comm {
 public:

@@ -25,19 +25,6 @@ const char* axis_name(Axis a) {
 
 namespace {
 
-// Ranks sharing memory form a node; tests may pretend nodes are smaller than the machine.
-MpiCommHandle split_nodes(MPI_Comm world, int world_rank, int simulate_ranks_per_node) {
-  MPI_Comm node = MPI_COMM_NULL;
-  if (simulate_ranks_per_node > 0) {
-    GRIDLM_MPI_CHECK(
-        MPI_Comm_split(world, world_rank / simulate_ranks_per_node, world_rank, &node));
-  } else {
-    GRIDLM_MPI_CHECK(
-        MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
-  }
-  return own_comm(node);
-}
-
 std::string tp_node_message(const Layout& layout, int group_first_rank, int node_lo, int node_hi,
                             int min_ranks_per_node, int world) {
   std::string text = fmt::format(
@@ -68,7 +55,7 @@ Grid Grid::create(MPI_Comm world, const GridOptions& options) {
   g.rank_ = world_rank;
 
   // Nodes: index each by its lowest world rank.
-  g.node_comm_ = split_nodes(world, world_rank, options.simulate_ranks_per_node);
+  g.node_comm_ = split_nodes(world, options.simulate_ranks_per_node);
   int leader = 0, node_ranks = 0;
   GRIDLM_MPI_CHECK(MPI_Allreduce(&world_rank, &leader, 1, MPI_INT, MPI_MIN, *g.node_comm_));
   GRIDLM_MPI_CHECK(MPI_Comm_size(*g.node_comm_, &node_ranks));
