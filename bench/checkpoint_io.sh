@@ -2,9 +2,10 @@
 # Checkpoint bandwidth against dd on the same disk, in one run: gridlm writes a checkpoint
 # (weights and both AdamW moments, every rank its pipeline stage's shard, through .partial,
 # flushed to storage, renamed) and reads it back on resume; dd writes the same number of bytes
-# with conv=fsync and reads them back. For the tiny model and a GPT-2 124M-shaped one (12
-# layers, width 768, vocabulary 50257, context 256) at 1, 2 and 4 ranks (pp = ranks; 4 ranks
-# oversubscribe 2 cores). Prints one table row per case: medians of ROUNDS rounds and the
+# with conv=fsync and reads them back. For the small model (configs/small.toml, 15.7 M
+# parameters), a GPT-2 124M-shaped one (12 layers, width 768, vocabulary 50257, context 256) and
+# the tiny model (a 10 MiB file: per-dataset costs, not bandwidth) at 1, 2 and 4 ranks (pp =
+# ranks; 4 ranks oversubscribe 2 cores). Prints one table row per case: medians of ROUNDS rounds and the
 # ratios gridlm / dd.
 #
 # Every measured operation, gridlm's and dd's alike, starts from the same state: dirty pages
@@ -14,7 +15,7 @@
 # write that runs right after another process freed memory gets warm pages and runs 3-10x
 # faster. Without the pause the order of the runs, not the code, decides the ratio.
 # Usage: bench/checkpoint_io.sh [ranks...]   (default: 1 2 4; needs build/bin/gridlm)
-#        ROUNDS=3 SETTLE=10 MODELS="tiny 124m" by default.
+#        ROUNDS=3 SETTLE=10 MODELS="small 124m tiny" by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=("${@:-1 2 4}")
@@ -30,6 +31,7 @@ export OPENBLAS_NUM_THREADS=1
 TIMEFORMAT=%R # bash's time: wall seconds
 declare -A models=(
   [tiny]="--config configs/tiny.toml --set train.micro_batch=1"
+  [small]="--config configs/small.toml --set train.micro_batch=1"
   [124m]="--set model.n_layer=12 --set model.d_model=768 --set model.n_head=12 --set model.vocab_size=50257 --set model.seq_len=256 --set train.micro_batch=1"
 )
 drops=no
@@ -46,7 +48,7 @@ echo "checkpoint_io: commit $(git rev-parse --short HEAD), $(df -h --output=sour
   "page cache dropped before each operation: $drops, settle ${settle_s} s, median of $rounds rounds"
 printf '| model | ranks | size | write s | write MiB/s | dd write MiB/s | ratio | read s | read MiB/s | dd read MiB/s | ratio |\n'
 printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
-for model in ${MODELS:-tiny 124m}; do
+for model in ${MODELS:-small 124m tiny}; do
   for n in "${ranks[@]}"; do
     out=$work/$model-$n
     # shellcheck disable=SC2086

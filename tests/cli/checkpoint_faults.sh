@@ -9,13 +9,18 @@
 #         step 2 stays intact (gridlm checkpoint verify);
 #   full_continue  the same under checkpoint.on_save_error = continue: step 4's failure is
 #         logged and passed over, the run goes on to step 6, whose save (the last) must succeed:
-#         it fails, and the job ends saying so, step 2 intact and no .partial left.
-# Usage: checkpoint_faults.sh kill|full|full_continue GRIDLM MPIEXEC CONFIG WORKDIR
+#         it fails, and the job ends saying so, step 2 intact and no .partial left;
+#   readonly  checkpoint.dir is an existing directory that cannot be written (a read-only tmpfs,
+#         since root ignores permission bits; needs root), and then a directory to be made
+#         inside it: at 1, 2 and 4 ranks each run ends before step 1 with the directory, the
+#         reason and the fix, and without a hang.
+# Usage: checkpoint_faults.sh kill|full|full_continue|readonly GRIDLM MPIEXEC CONFIG WORKDIR
 set -u
 mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5
 rm -rf "$work"
 mkdir -p "$work"
-run() { timeout 60 "$mpiexec" -n 2 "$gridlm" train --config "$config" --set train.steps=6 \
+ranks=2
+run() { timeout 60 "$mpiexec" -n "$ranks" "$gridlm" train --config "$config" --set train.steps=6 \
   --set checkpoint.every=2 --set output.dir="$work/out" "$@"; }
 case $mode in
   kill)
@@ -35,5 +40,16 @@ case $mode in
     echo "full run: exit status $?"
     echo "files: $(ls "$work/disk/ck" | tr '\n' ' ')"
     "$gridlm" checkpoint verify "$work/disk/ck/step-000002.h5"
+    ;;
+  readonly)
+    mkdir -p "$work/ro"
+    mount -t tmpfs -o ro,size=64k tmpfs "$work/ro" || { echo "cannot mount a tmpfs (needs root)"; exit 1; }
+    trap 'umount "$work/ro"' EXIT
+    for ranks in 1 2 4; do
+      for dir in "$work/ro" "$work/ro/ck"; do
+        run --set checkpoint.dir="$dir" 2>&1
+        echo "$ranks ranks, checkpoint.dir $dir: exit status $?"
+      done
+    done
     ;;
 esac

@@ -1,9 +1,9 @@
 // Bad checkpoints, named on every rank with the problem and the fix, before any step runs:
 // a missing file; `latest` naming a missing file; a weights file given to --resume (no
-// optimizer state: use --init-from); another model shape; a flipped byte in a tensor (its
-// checksum); a truncated file; an unknown format version; a file that is not a checkpoint;
-// another data source; and a checkpoint.dir that cannot be a directory. Runs at 1, 2 and 4
-// ranks (data parallel).
+// optimizer state: use --init-from); another model shape; another vocabulary alone; a flipped byte
+// in a tensor (its checksum); a truncated file; an unknown format version; a file that is not a
+// checkpoint; another data source; and a checkpoint.dir that cannot be a directory. Runs at 1, 2
+// and 4 ranks (data parallel).
 #include <gtest/gtest.h>
 
 #include <hdf5.h>
@@ -115,6 +115,21 @@ TEST_F(CheckpointErrors, AnotherModelShapeIsRefused) {
   const std::string msg = resume_error(checkpoint_, c);
   EXPECT_TRUE(has(msg, "holds a model with d_model = 16, but this run has model.d_model = 32"))
       << msg;
+}
+
+// Only the vocabulary differs: the tensors' other dimensions all match, so nothing but the
+// header check stands between the file and a wrong-sized embedding read.
+TEST_F(CheckpointErrors, AnotherVocabularyAloneIsRefused) {
+  engine::RunConfig c = config();
+  c.model.vocab_size = 48;
+  const std::string msg = resume_error(checkpoint_, c);
+  EXPECT_TRUE(
+      has(msg, "holds a model with vocab_size = 32, but this run has model.vocab_size = 48"))
+      << msg;
+  c.checkpoint.init_from = checkpoint_;
+  c.output.dir = dir_ + "/fine-tune";
+  const std::string init = test::collective_error([&] { engine::train(c, *grid_); });
+  EXPECT_TRUE(has(init, "holds a model with vocab_size = 32")) << init;
 }
 
 TEST_F(CheckpointErrors, AFlippedByteFailsItsChecksum) {
