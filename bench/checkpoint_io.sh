@@ -52,7 +52,7 @@ for model in ${MODELS:-small 124m tiny}; do
   for n in "${ranks[@]}"; do
     out=$work/$model-$n
     # shellcheck disable=SC2086
-    args=(${models[$model]} --set parallel.pp=$n --set train.grad_accum=$n --set train.steps=1
+    args=(${models[$model]} --set parallel.pp=$n --set parallel.stage_layout=balanced --set train.grad_accum=$n --set train.steps=1
       --set train.log_every=1000 --set checkpoint.dir=ck --set output.dir=$out --set output.weights=)
     writes=() reads=() dd_writes=() dd_reads=()
     for ((r = 0; r < rounds; ++r)); do

@@ -428,11 +428,19 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
   parallel::run_agreed(grid.comm(),
                        [&] { meta = read_header(f, path, config, optimizer != nullptr); });
   const layers::ParamTable whole = layers::make_param_table(config);
-  std::vector<std::string> names;
+  std::vector<std::vector<Holding>> held_by_param;
+  std::vector<std::string> names, mine;
+  for (const layers::ParamInfo& global : whole.params) {
+    held_by_param.push_back(holdings(model, global.name, grid));
+    for (std::size_t k = 0; !held_by_param.back().empty() && k < parts.size(); ++k)
+      mine.push_back(prefix(parts[k]) + global.name);
+  }
   std::vector<std::uint64_t> sums, stored;
   parallel::run_agreed(grid.comm(), [&] {
-    for (const layers::ParamInfo& global : whole.params) {
-      const std::vector<Holding> held = holdings(model, global.name, grid);
+    f.prefetch(mine);
+    for (std::size_t g = 0; g < whole.params.size(); ++g) {
+      const layers::ParamInfo& global = whole.params[g];
+      const std::vector<Holding>& held = held_by_param[g];
       for (std::size_t k = 0; k < parts.size(); ++k) {
         names.push_back(prefix(parts[k]) + global.name);
         std::uint64_t sum = 0;

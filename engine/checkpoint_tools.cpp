@@ -53,7 +53,12 @@ FileSummary summarize_model_file(const std::string& path) {
   std::error_code ec;
   s.bytes = std::filesystem::file_size(path, ec);
   std::vector<float> data;
-  for (const auto& [name, stored] : read_checksums(f)) {
+  const ChecksumTable table = read_checksums(f);
+  std::vector<std::string> names;
+  for (const auto& entry : table)
+    names.push_back(entry.first);
+  f.prefetch(names);
+  for (const auto& [name, stored] : table) {
     TensorSummary t;
     t.name = name;
     t.stored = stored;

@@ -1,9 +1,11 @@
 // Parallel HDF5 files opened with the MPI-IO driver, typed 1-D hyperslab I/O and attributes.
 #include "io/parallel_h5.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -427,6 +429,36 @@ std::vector<std::uint64_t> ParallelFile::shape(const std::string& name) const {
   std::vector<hsize_t> dims(static_cast<std::size_t>(n));
   GRIDLM_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
   return std::vector<std::uint64_t>(dims.begin(), dims.end());
+}
+
+std::vector<std::pair<std::uint64_t, std::uint64_t>>
+ParallelFile::byte_ranges(const std::vector<std::string>& names) const {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  for (const std::string& name : names) {
+    if (H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) <= 0) continue;
+    H5Handle dset(GRIDLM_H5_CHECK(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT)));
+    const haddr_t offset = H5Dget_offset(dset.get()); // HADDR_UNDEF unless contiguous, written
+    const hsize_t size = H5Dget_storage_size(dset.get());
+    if (offset != HADDR_UNDEF && size > 0) ranges.emplace_back(offset, size);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> merged;
+  for (const auto& [offset, size] : ranges) {
+    if (!merged.empty() && offset <= merged.back().first + merged.back().second) {
+      merged.back().second = std::max(merged.back().second, offset + size - merged.back().first);
+    } else {
+      merged.emplace_back(offset, size);
+    }
+  }
+  return merged;
+}
+
+void ParallelFile::prefetch(const std::vector<std::string>& names) const {
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return; // a hint only: the reads themselves report what is wrong
+  for (const auto& [offset, size] : byte_ranges(names))
+    posix_fadvise(fd, off_t(offset), off_t(size), POSIX_FADV_WILLNEED);
+  ::close(fd);
 }
 
 void ParallelFile::read_shard(const std::string& name, const TensorShard& shard, Span<float> local,

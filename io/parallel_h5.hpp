@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/h5_handle.hpp"
@@ -104,6 +105,16 @@ public:
                   Transfer transfer = Transfer::collective) const;
   // Shape of dataset `name` (throws naming it when it is missing).
   std::vector<std::uint64_t> shape(const std::string& name) const;
+  // The byte ranges [offset, offset + size) that datasets `names` occupy in the file, sorted and
+  // merged where they touch; datasets that are missing, chunked or not yet written are left out.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>>
+  byte_ranges(const std::vector<std::string>& names) const;
+  // Not collective, a hint: asks the kernel to start reading datasets `names` into the page
+  // cache now (posix_fadvise WILLNEED over their byte ranges), so that the reads that follow
+  // find their data in memory or in flight. One read per tensor waits for the disk at a queue
+  // depth of one; the hint lets the disk stream the whole shard while the reads and their
+  // checksums go on.
+  void prefetch(const std::vector<std::string>& names) const;
 
   // Number of elements of 1-D dataset `name`.
   std::uint64_t dataset_size(const std::string& name) const;

@@ -105,6 +105,57 @@ TEST(ParallelH5, MissingDatasetAndOutOfRangeReadsAreRefused) {
   if (test::world_rank() == 0) std::remove(path.c_str());
 }
 
+// The byte ranges behind the read-ahead hint hold exactly the datasets' elements (read back
+// here with plain file I/O), touching datasets merge, and chunked or missing ones are left out.
+TEST(ParallelH5, ByteRangesHoldTheDatasetsBytes) {
+  const std::string path = shared_path("byte_ranges");
+  std::vector<float> a(300), b(200);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    a[i] = 1.5f * float(i) + 0.25f;
+  for (std::size_t i = 0; i < b.size(); ++i)
+    b[i] = -2.0f * float(i) - 0.5f;
+  const bool first = test::world_rank() == 0;
+  {
+    io::ParallelFile f = io::ParallelFile::create(MPI_COMM_WORLD, path);
+    f.write_floats("a", a.size(), 0, first ? Span<const float>(a) : Span<const float>());
+    f.write_floats("g/b", b.size(), 0, first ? Span<const float>(b) : Span<const float>());
+    f.write<float>("chunked", 64, 0, first ? Span<const float>(a.data(), 64) : Span<const float>(),
+                   16);
+  }
+  io::ParallelFile f = io::ParallelFile::open_read(MPI_COMM_WORLD, path);
+  auto bytes_at = [&](std::uint64_t offset, std::uint64_t size) {
+    std::vector<float> v(size / sizeof(float));
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(std::streamoff(offset));
+    in.read(reinterpret_cast<char*>(v.data()), std::streamsize(size));
+    EXPECT_TRUE(in.good()) << offset << " + " << size;
+    return v;
+  };
+  for (const auto& [name, values] : {std::make_pair("a", a), std::make_pair("g/b", b)}) {
+    const auto ranges = f.byte_ranges({name});
+    ASSERT_EQ(ranges.size(), 1u) << name;
+    ASSERT_EQ(ranges[0].second, values.size() * sizeof(float)) << name;
+    EXPECT_EQ(bytes_at(ranges[0].first, ranges[0].second), values) << name;
+  }
+  EXPECT_TRUE(f.byte_ranges({"chunked", "missing"}).empty());
+  const auto both = f.byte_ranges({"g/b", "a", "chunked", "a"});
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < both.size(); ++i) {
+    total += both[i].second;
+    if (i > 0) {
+      EXPECT_GT(both[i].first, both[i - 1].first + both[i - 1].second);
+    }
+  }
+  EXPECT_EQ(total, (a.size() + b.size()) * sizeof(float));
+  f.prefetch({"a", "g/b", "missing"});
+  std::vector<float> got(b.size());
+  f.read_floats("g/b", 0, Span<float>(got));
+  EXPECT_EQ(got, b);
+  f.close();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (first) std::remove(path.c_str());
+}
+
 TEST(ParallelH5, UnwritableDirectoryIsReported) {
   const std::string msg = test::collective_error(
       [] { io::ParallelFile::create(MPI_COMM_WORLD, "/nonexistent_dir_gridlm/x.h5"); });
