@@ -103,13 +103,12 @@ void run(const SampleCommand& cmd) {
       // A fresh document: datasets end every document with eos, so eos is what precedes one.
       prompt.push_back(tok && tok->eos_id() >= 0 ? tok->eos_id() : 0);
     }
-    layers::GPT gpt(m, 1, m.seq_len);
-    engine::load_weights(gpt, file);
+    engine::Generator gpt(m, file);
     std::printf("model: %s (%d layers, width %d, vocabulary %d, context %d%s)\n",
                 cmd.weights.c_str(), m.n_layer, m.d_model, m.vocab_size, m.seq_len,
                 tok ? ", with its tokenizer" : "");
     if (tok) {
-      const std::vector<std::int32_t> out = engine::generate(gpt, prompt, cmd.options);
+      const std::vector<std::int32_t> out = gpt.generate(prompt, cmd.options);
       std::vector<int> ids(prompt.begin(), prompt.end());
       ids.insert(ids.end(), out.begin(), out.end());
       std::printf("---\n%s\n---\n", tok->decode(ids).c_str());
@@ -120,7 +119,7 @@ void run(const SampleCommand& cmd) {
       std::printf(" %d", id);
     std::printf("\nsample:");
     std::fflush(stdout);
-    engine::generate(gpt, prompt, cmd.options, [](std::int32_t id) {
+    gpt.generate(prompt, cmd.options, [](std::int32_t id) {
       std::printf(" %d", id);
       std::fflush(stdout);
     });

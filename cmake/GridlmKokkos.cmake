@@ -9,12 +9,18 @@
 find_package(Kokkos REQUIRED)
 find_package(KokkosKernels REQUIRED)
 
-# Where Kokkos_Core.hpp really lives, for the repair below.
+# Where Kokkos_Core.hpp really lives, for the repair below and the version. Kokkos 4 sets no
+# Kokkos_INCLUDE_DIRS: its headers are under the prefix of its package config
+# (PREFIX/lib/cmake/Kokkos), searched before Debian's folder, so that a Kokkos 4 given by
+# Kokkos_ROOT is not reported (nor versioned) as the system's 3.4.
+get_filename_component(_gridlm_kokkos_prefix "${Kokkos_DIR}/../../.." ABSOLUTE)
+get_filename_component(_gridlm_kk_prefix "${KokkosKernels_DIR}/../../.." ABSOLUTE)
 find_path(gridlm_kokkos_include_dir Kokkos_Core.hpp
-  HINTS ${Kokkos_INCLUDE_DIRS} ${KokkosCore_INCLUDE_DIRS} /usr/include/trilinos
+  HINTS ${Kokkos_INCLUDE_DIRS} ${KokkosCore_INCLUDE_DIRS} ${_gridlm_kokkos_prefix}/include
+        /usr/include/trilinos
   DOC "Directory holding Kokkos_Core.hpp")
 find_path(gridlm_kokkoskernels_include_dir KokkosBlas3_gemm.hpp
-  HINTS ${KokkosKernels_INCLUDE_DIRS} ${gridlm_kokkos_include_dir}
+  HINTS ${KokkosKernels_INCLUDE_DIRS} ${_gridlm_kk_prefix}/include ${gridlm_kokkos_include_dir}
   DOC "Directory holding KokkosBlas3_gemm.hpp")
 if(NOT gridlm_kokkos_include_dir OR NOT gridlm_kokkoskernels_include_dir)
   message(FATAL_ERROR "Kokkos or Kokkos Kernels headers not found (Kokkos_Core.hpp, "
@@ -89,3 +95,16 @@ else()
   set(GRIDLM_KOKKOS_VERSION "unknown")
 endif()
 message(STATUS "gridlm: Kokkos ${GRIDLM_KOKKOS_VERSION} (${gridlm_kokkos_include_dir})")
+
+# A CUDA Kokkos compiles every file of a target that links it with nvcc (through
+# kokkos_launch_compiler, or nvcc_wrapper as the C++ compiler). The host compiler then sees
+# nvcc's rewrite of the file, in which nvcc turns functional casts into C-style ones: for those
+# files alone -Wold-style-cast cannot be kept (it comes after the project's warnings, so it wins).
+# Host code (app/, io/, parallel/) includes no Kokkos and keeps every warning.
+if("CUDA" IN_LIST Kokkos_DEVICES)
+  set(GRIDLM_KOKKOS_CUDA ON)
+  target_compile_options(gridlm_kokkos INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wno-old-style-cast>)
+  message(STATUS "gridlm: Kokkos has the CUDA backend: the model runs on the GPU")
+else()
+  set(GRIDLM_KOKKOS_CUDA OFF)
+endif()

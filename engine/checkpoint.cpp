@@ -23,12 +23,6 @@
 namespace gridlm::engine {
 namespace {
 
-constexpr const char* format_name = "gridlm-checkpoint";
-// A gradient file (output.gradients) has the layout of a weights file under another format name,
-// so that nothing loads it as weights.
-constexpr const char* gradients_format_name = "gridlm-gradients";
-constexpr int format_version = 1;
-
 // A parameter as one of this rank's chunks holds it.
 struct Holding {
   std::size_t chunk = 0;
@@ -164,8 +158,6 @@ io::TensorShard nothing(const layers::ParamInfo& global) {
   return s;
 }
 
-std::string hex(std::uint64_t v) { return fmt::format("{:016x}", v); }
-
 void sum_over_grid(std::vector<std::uint64_t>& values, const parallel::Grid& grid) {
   parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
   all.all_reduce(Span<std::uint64_t>(values));
@@ -237,81 +229,6 @@ void write_tensors(io::ParallelFile& f, const PipelineModel& model, const layers
 }
 
 } // namespace
-
-void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
-                           const layers::ModelConfig& m, const char* format) {
-  f.write_attribute("/", "format", std::string(format != nullptr ? format : format_name));
-  f.write_attribute("/", "format_version", std::int64_t(format_version));
-  f.write_attribute("/", "gridlm_version", std::string(build::version));
-  f.write_attribute("/", "optimizer", std::int64_t(meta.optimizer ? 1 : 0));
-  f.write_attribute("/", "step", std::int64_t(meta.step));
-  f.write_attribute("/", "samples_seen", std::int64_t(meta.samples_seen));
-  f.write_attribute("/", "tokens_seen", std::int64_t(meta.tokens_seen));
-  f.write_attribute("/", "config", meta.config);
-  f.write_attribute("/", "layout", meta.layout);
-  f.write_attribute("/", "data_source", meta.data_source);
-  f.write_attribute("/", "data_seed", meta.data_seed);
-  const std::pair<const char*, std::int64_t> model[] = {
-      {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
-      {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
-  for (const auto& [name, value] : model)
-    f.write_attribute("/", name, value);
-}
-
-ChecksumTable read_checksums(const io::ParallelFile& f) {
-  ChecksumTable table;
-  std::istringstream lines(f.text_attribute("/", "checksums"));
-  std::string name, value;
-  while (lines >> name >> value)
-    table.emplace_back(name, std::strtoull(value.c_str(), nullptr, 16));
-  return table;
-}
-
-std::string checksum_text(const ChecksumTable& table) {
-  std::string text;
-  for (const auto& [name, sum] : table)
-    text += name + " " + hex(sum) + "\n";
-  return text;
-}
-
-CheckpointMeta read_root_attributes(const io::ParallelFile& f, const std::string& path,
-                                    layers::ModelConfig& model) {
-  std::string format;
-  try {
-    format = f.text_attribute("/", "format");
-  } catch (const Error& e) {
-    format = std::string("none: ") + e.what();
-  }
-  if (format != format_name) {
-    throw Error(
-        fmt::format("'{}' is not a gridlm checkpoint or weights file (format '{}')", path, format));
-  }
-  const double version = f.number_attribute("/", "format_version");
-  if (version != format_version) {
-    throw Error(fmt::format("'{}' has checkpoint format version {}; this gridlm reads version "
-                            "{}: use the gridlm that wrote it",
-                            path, version, format_version));
-  }
-  CheckpointMeta meta;
-  meta.gridlm_version = f.text_attribute("/", "gridlm_version");
-  meta.optimizer = f.number_attribute("/", "optimizer") != 0.0;
-  meta.step = int(f.number_attribute("/", "step"));
-  meta.samples_seen = std::uint64_t(f.number_attribute("/", "samples_seen"));
-  meta.tokens_seen = std::uint64_t(f.number_attribute("/", "tokens_seen"));
-  meta.config = f.text_attribute("/", "config");
-  meta.layout = f.text_attribute("/", "layout");
-  meta.data_source = f.text_attribute("/", "data_source");
-  meta.data_seed = std::int64_t(f.number_attribute("/", "data_seed"));
-  const std::pair<const char*, int*> keys[] = {{"vocab_size", &model.vocab_size},
-                                               {"seq_len", &model.seq_len},
-                                               {"n_layer", &model.n_layer},
-                                               {"n_head", &model.n_head},
-                                               {"d_model", &model.d_model}};
-  for (const auto& [key, value] : keys)
-    *value = int(f.number_attribute("/", key));
-  model.tied_embeddings = f.number_attribute("/", "tied_embeddings") != 0.0;
-  return meta;
-}
 
 namespace {
 
@@ -473,7 +390,7 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
       if (sums[i] != stored[i]) {
         throw Error(fmt::format("'{}': dataset '{}' does not match its checksum ({} stored, {} "
                                 "read): the file is damaged; use an earlier checkpoint",
-                                path, names[i], hex(stored[i]), hex(sums[i])));
+                                path, names[i], checksum_hex(stored[i]), checksum_hex(sums[i])));
       }
     }
   });

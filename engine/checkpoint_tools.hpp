@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint.hpp"
+#include "engine/model_file.hpp"
 #include "layers/model_config.hpp"
 
 namespace gridlm::engine {

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/weights_file.hpp"
+#include "layers/gpt.hpp"
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::engine {
@@ -90,6 +92,19 @@ std::vector<std::int32_t> generate(layers::GPT& gpt, const std::vector<std::int3
     if (emit) emit(next);
   }
   return out;
+}
+
+Generator::Generator(const layers::ModelConfig& model, io::H5File& weights)
+    : gpt_(std::make_unique<layers::GPT>(model, 1, model.seq_len)) {
+  load_weights(*gpt_, weights);
+}
+
+Generator::~Generator() = default;
+
+std::vector<std::int32_t> Generator::generate(const std::vector<std::int32_t>& prompt,
+                                              const SampleOptions& options,
+                                              const std::function<void(std::int32_t)>& emit) {
+  return engine::generate(*gpt_, prompt, options, emit);
 }
 
 } // namespace gridlm::engine

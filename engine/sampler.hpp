@@ -5,9 +5,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
-#include "layers/gpt.hpp"
+#include "io/h5_file.hpp"
+#include "layers/model_config.hpp"
+
+namespace gridlm::layers {
+class GPT;
+}
 
 namespace gridlm::engine {
 
@@ -24,6 +30,25 @@ struct SampleOptions {
 std::vector<std::int32_t> generate(layers::GPT& gpt, const std::vector<std::int32_t>& prompt,
                                    const SampleOptions& options,
                                    const std::function<void(std::int32_t)>& emit = {});
+
+// The whole model of a weights or checkpoint file on this process, planned for B = 1 and
+// T = seq_len: how the command line samples without including the model (and so Kokkos: app/
+// is host code, compiled without the device compiler).
+class Generator {
+public:
+  // Throws gridlm::Error naming the file and tensor that is missing or of another shape.
+  Generator(const layers::ModelConfig& model, io::H5File& weights);
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+  // generate() above, on this model.
+  std::vector<std::int32_t> generate(const std::vector<std::int32_t>& prompt,
+                                     const SampleOptions& options,
+                                     const std::function<void(std::int32_t)>& emit = {});
+
+private:
+  std::unique_ptr<layers::GPT> gpt_;
+};
 
 // The draw itself, for tests: a token from `logits` [V] under the options, with u uniform in
 // [0, 1).

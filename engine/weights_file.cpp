@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "layers/gpt.hpp"
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::engine {

@@ -7,7 +7,11 @@
 #include <string>
 
 #include "io/h5_file.hpp"
-#include "layers/gpt.hpp"
+#include "layers/model_config.hpp"
+
+namespace gridlm::layers {
+class GPT;
+}
 
 namespace gridlm::engine {
 

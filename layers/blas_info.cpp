@@ -1,4 +1,5 @@
-// Locates the library behind sgemm_ with dladdr.
+// Locates the library behind sgemm_ with dlsym and dladdr: looked up at run time, not linked,
+// since a Kokkos Kernels that reaches only cuBLAS brings no sgemm_ into the process.
 #include "layers/blas_info.hpp"
 
 #include <dlfcn.h>
@@ -6,13 +7,12 @@
 #include <climits>
 #include <cstdlib>
 
-extern "C" void sgemm_(); // declared for its address only; never called through this type
-
 namespace gridlm::layers {
 
 std::string blas_library_path() {
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&sgemm_), &info) == 0 || info.dli_fname == nullptr) return "";
+  if (sgemm == nullptr || dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr) return "";
   char resolved[PATH_MAX] = {};
   if (realpath(info.dli_fname, resolved) == nullptr) return info.dli_fname;
   return resolved;

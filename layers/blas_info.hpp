@@ -7,7 +7,8 @@
 
 namespace gridlm::layers {
 
-// Resolved path of the shared library that provides sgemm_, or "" if it cannot be told.
+// Resolved path of the shared library that provides sgemm_, or "" if it cannot be told or no
+// library in the process provides it (GEMMs through cuBLAS alone).
 std::string blas_library_path();
 
 // True for the netlib reference implementation (Debian's /usr/lib/<arch>/blas/libblas.so.3).

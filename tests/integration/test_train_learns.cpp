@@ -13,6 +13,7 @@
 #include "engine/trainer.hpp"
 #include "engine/weights_file.hpp"
 #include "io/synthetic_source.hpp"
+#include "layers/gpt.hpp"
 #include "parallel/grid.hpp"
 
 using namespace gridlm;

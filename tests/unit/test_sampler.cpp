@@ -1,5 +1,6 @@
 // Sampling and weights files: the draw honours temperature and top-k; a weights file written
-// from a model loads back bit for bit, and a file for another model is refused by name.
+// from a model loads back bit for bit (and into the command line's Generator, which draws what
+// the model draws), and a file for another model is refused by name.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -8,6 +9,7 @@
 
 #include "engine/sampler.hpp"
 #include "engine/weights_file.hpp"
+#include "layers/gpt.hpp"
 #include "parallel/diagnostics.hpp"
 
 using namespace gridlm;
@@ -60,6 +62,16 @@ TEST(WeightsFile, RoundTripAndRefusals) {
   for (std::size_t i = 0; i < a.table().total; ++i) {
     ASSERT_EQ(a.params()(i), b.params()(i)) << "element " << i;
   }
+  // The command line's Generator loads the same file and draws what the model itself draws.
+  engine::SampleOptions o;
+  o.tokens = 12;
+  o.seed = 5;
+  engine::Generator generator(back, f);
+  const std::vector<std::int32_t> prompt{3, 1, 4};
+  const std::vector<std::int32_t> drawn = engine::generate(b, prompt, o);
+  EXPECT_EQ(generator.generate(prompt, o), drawn);
+  o.seed = 6;
+  EXPECT_EQ(generator.generate(prompt, o), engine::generate(b, prompt, o));
   m.d_model = 32;
   layers::GPT wider(m, 1, 8);
   try {
