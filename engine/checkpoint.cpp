@@ -8,13 +8,11 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "engine/param_shard.hpp"
-#include "gridlm/version.hpp"
 #include "io/parallel_h5.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
