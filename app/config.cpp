@@ -43,6 +43,10 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &c.train.eval_every},
       {"train", "eval_batches", "micro-batches per data-parallel replica in one validation",
        &c.train.eval_batches},
+      {"train", "precision",
+       "of the matrix products: fp32, or bf16 (operands rounded to bfloat16, fp32 accumulation; "
+       "master weights, moments, norms, softmax and loss in fp32)",
+       &t.precision},
       {"train", "peak_gflops", "per-rank peak GFLOP/s that MFU is reported against",
        &t.peak_gflops},
       {"train", "exit_margin_minutes",
@@ -385,6 +389,8 @@ void validate(const RunConfig& c) {
        fmt::format("data.seed = {}: give a whole number from 0 to 4294967295", c.data.seed));
   need(t.log_every >= 1, "train.log_every must be positive");
   need(t.peak_gflops > 0, "train.peak_gflops must be positive");
+  need(t.precision == "fp32" || t.precision == "bf16",
+       fmt::format("train.precision = \"{}\": the choices are fp32 and bf16", t.precision));
   need(t.exit_margin_minutes >= 0 || t.exit_margin_minutes == -1,
        "train.exit_margin_minutes must be -1 (measured) or not negative");
   need(t.optim.lr > 0 && t.optim.min_lr >= 0 && t.optim.min_lr <= t.optim.lr,

@@ -50,7 +50,11 @@ MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& 
   const double per_block = B * T * (20 * C / tp + 2 * H / tp * T);
   const double head = 2 * B * T * V / tp;
   const double activation_bytes = 4 * in_flight * blocks * per_block, head_bytes = 4 * head;
-  e.activations = activation_bytes + head_bytes;
+  // bf16 products: the rounded weight of one product (the head's is the largest) and the
+  // rounded residual gradient.
+  const double bf16_bytes =
+      config.train.precision == "bf16" ? 4 * (std::max(4 * C * C, V * C) / tp + B * T * C) : 0.0;
+  e.activations = activation_bytes + head_bytes + bf16_bytes;
   // Weights, gradients and both moments: 16 bytes per parameter.
   const double embedding_bytes = 16 * embedding + head_bytes;
   const double block_bytes = 16 * block_params;

@@ -11,11 +11,17 @@
 
 namespace gridlm::engine {
 
+layers::Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return layers::Precision::fp32;
+  if (name == "bf16") return layers::Precision::bf16;
+  throw Error(fmt::format("train.precision = \"{}\": the choices are fp32 and bf16", name));
+}
+
 PipelineModel::PipelineModel(const layers::ModelConfig& model, int B, int T,
                              const parallel::Grid& grid, const parallel::PipelinePlan& plan,
                              std::vector<int> stage_blocks, parallel::Comm* tp, std::uint64_t seed,
                              parallel::TraceRecorder* trace,
-                             std::unique_ptr<parallel::Comm> transfers)
+                             std::unique_ptr<parallel::Comm> transfers, layers::Precision precision)
     : blocks_(std::move(stage_blocks)), stages_(grid.layout().pp), tp_(tp),
       tp_scalars_(grid.make_mpi_comm(parallel::Axis::tp)) {
   const int stage = grid.coords().pp, v = plan.train.chunks, Q = stages_ * v;
@@ -40,7 +46,7 @@ PipelineModel::PipelineModel(const layers::ModelConfig& model, int B, int T,
                                    q == 0, q == Q - 1};
       chunks_.push_back(std::make_unique<layers::GPT>(
           model, B, T, spec, tp, plan.slots[std::size_t(stage)],
-          plan.split_backward ? layers::Backward::split : layers::Backward::fused));
+          plan.split_backward ? layers::Backward::split : layers::Backward::fused, precision));
       layers::init_parameters(chunks_.back()->params(), chunks_.back()->table(), seed);
     }
   });

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "layers/gpt.hpp"
@@ -14,6 +15,9 @@
 #include "parallel/pipeline_plan.hpp"
 
 namespace gridlm::engine {
+
+// train.precision's value ("fp32" or "bf16"); anything else is an Error naming the key.
+layers::Precision parse_precision(const std::string& name);
 
 class PipelineModel {
 public:
@@ -24,7 +28,8 @@ public:
   PipelineModel(const layers::ModelConfig& model, int B, int T, const parallel::Grid& grid,
                 const parallel::PipelinePlan& plan, std::vector<int> stage_blocks,
                 parallel::Comm* tp, std::uint64_t seed, parallel::TraceRecorder* trace = nullptr,
-                std::unique_ptr<parallel::Comm> transfers = nullptr);
+                std::unique_ptr<parallel::Comm> transfers = nullptr,
+                layers::Precision precision = layers::Precision::fp32);
 
   // Chunk c holds virtual stage c x pp + stage.
   const std::vector<std::unique_ptr<layers::GPT>>& chunks() const { return chunks_; }

@@ -70,6 +70,11 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
           ? std::string()
           : " (stage transfers over MPI: " + plan_.pipeline.transfers_note + ")";
   std::printf("communication: %s%s\n", plan_.backend.c_str(), note.c_str());
+  std::printf("precision: %s\n",
+              tc.precision == "bf16"
+                  ? "bf16 (matrix products read bf16 operands and accumulate in fp32; weights, "
+                    "moments, norms, softmax and loss in fp32)"
+                  : "fp32");
   std::printf("batch: %d sequences x %d tokens x %d micro-batches x %d replicas = %d tokens "
               "per step; MFU against %.1f GFLOP/s per rank (train.peak_gflops)\n",
               B, T, tc.grad_accum, dp, B * T * tc.grad_accum * dp, tc.peak_gflops);

@@ -11,14 +11,15 @@
 namespace gridlm::engine {
 
 struct TrainConfig {
-  int micro_batch = 8;        // sequences per micro-batch on each data-parallel replica
-  int grad_accum = 1;         // micro-batches accumulated per optimizer step
-  int steps = 100;            // optimizer steps
-  long seed = 1234;           // seed of the initialisation
-  int log_every = 10;         // print a readable line every this many steps
-  int eval_every = 0;         // validation loss every this many steps and at the end (0: never)
-  int eval_batches = 4;       // micro-batches per replica in one validation
-  double peak_gflops = 100.0; // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against
+  int micro_batch = 8;            // sequences per micro-batch on each data-parallel replica
+  int grad_accum = 1;             // micro-batches accumulated per optimizer step
+  int steps = 100;                // optimizer steps
+  long seed = 1234;               // seed of the initialisation
+  std::string precision = "fp32"; // of the matrix products: fp32, or bf16 (fp32 accumulation)
+  int log_every = 10;             // print a readable line every this many steps
+  int eval_every = 0;             // validation loss every this many steps and at the end (0: never)
+  int eval_batches = 4;           // micro-batches per replica in one validation
+  double peak_gflops = 100.0;     // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against
   double exit_margin_minutes =
       -1; // save and stop this long before the job's time limit (-1: measured)
   std::string on_nonfinite =

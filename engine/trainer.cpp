@@ -53,7 +53,7 @@ public:
         tp_(make_axis_comm(grid, parallel::Axis::tp, plan_.backend)),
         model_(config.model, config.train.micro_batch, config.model.seq_len, grid, plan_.pipeline,
                plan_.stage_blocks, tp_.get(), std::uint64_t(config.train.seed), &trace_,
-               transfer_comm(plan_, grid)),
+               transfer_comm(plan_, grid), parse_precision(config.train.precision)),
         grad_sync_(grid, plan_.backend, model_, config.parallel.grad_bucket_mb,
                    config.parallel.zero),
         optimizer_(plan_.optim, model_, grad_sync_, grid), report_(config, plan_, grid, !dry),

@@ -72,7 +72,8 @@ std::size_t attention_scores_per_head(int T) {
 }
 
 void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratch, const float* qkv,
-                       int B, int T, int C, int NH) {
+                       int B, int T, int C, int NH, Precision precision) {
+  const bool bf16 = precision == Precision::bf16;
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(float(hs));
   float* q = saved.q;
@@ -82,6 +83,10 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
   to_heads(q, qkv, 3 * C, 0, B, T, NH, hs);
   to_heads(k, qkv, 3 * C, C, B, T, NH, hs);
   to_heads(v, qkv, 3 * C, 2 * C, B, T, NH, hs);
+  if (bf16) {
+    for (float* x : {q, k, v})
+      round_to_bf16(x, long(B) * NH * T * hs);
+  }
   const long head = long(T) * hs, per_head = long(attention_scores_per_head(T));
   for (long bh = 0; bh < long(B) * NH; ++bh) {
     for (long r = 0; r < num_blocks(T); ++r) {
@@ -109,7 +114,13 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
             for (long j = t + 1; j < keys; ++j)
               ar[j] = 0.0f;
           });
-      matmul(yh + bh * head + blk.r0 * hs, a, Transpose::no, v + bh * head, Transpose::no, rows, hs,
+      // The probabilities stay fp32 for the backward; the product reads them in bf16.
+      const float* p = a;
+      if (bf16) {
+        round_to_bf16(scratch.datt, a, rows * keys);
+        p = scratch.datt;
+      }
+      matmul(yh + bh * head + blk.r0 * hs, p, Transpose::no, v + bh * head, Transpose::no, rows, hs,
              keys, 1.0f, 0.0f);
     }
   }
@@ -117,8 +128,9 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
 }
 
 void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout,
-                        AttentionSaved saved, int B, int T, int C, int NH, GradWrite write) {
-  const bool overwrite = write == GradWrite::overwrite;
+                        AttentionSaved saved, int B, int T, int C, int NH, GradWrite write,
+                        Precision precision) {
+  const bool overwrite = write == GradWrite::overwrite, bf16 = precision == Precision::bf16;
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(float(hs));
   float* dyh = scratch.yh;
@@ -127,6 +139,7 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
   float* dk = scratch.dk;
   float* dv = scratch.dv;
   to_heads(dyh, dout, C, 0, B, T, NH, hs);
+  if (bf16) round_to_bf16(dyh, long(B) * NH * T * hs);
   const long head = long(T) * hs, per_head = long(attention_scores_per_head(T));
   for (long bh = 0; bh < long(B) * NH; ++bh) {
     // Last block first: it touches every key row, so it initialises dk and dv (beta 0) and the
@@ -137,10 +150,16 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
       const bool first = r == num_blocks(T) - 1;
       const float* a = saved.att + bh * per_head + blk.offset; // [rows, keys]
       const float* g = dyh + bh * head + blk.r0 * hs;          // [rows, hs]
+      // dv first: in bf16 it reads the rounded probabilities from datt before datt is used.
+      const float* p = a;
+      if (bf16) {
+        round_to_bf16(datt, a, rows * keys);
+        p = datt;
+      }
+      matmul(dv + bh * head, p, Transpose::yes, g, Transpose::no, keys, hs, rows, 1.0f,
+             first ? 0.0f : 1.0f);
       matmul(datt, g, Transpose::no, saved.v + bh * head, Transpose::yes, rows, keys, hs, 1.0f,
              0.0f);
-      matmul(dv + bh * head, a, Transpose::yes, g, Transpose::no, keys, hs, rows, 1.0f,
-             first ? 0.0f : 1.0f);
       const long r0 = blk.r0;
       // Softmax backward in place: dS = att * (datt - rowsum(att * datt)) * scale.
       for_each(
@@ -156,6 +175,7 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
             for (long j = t + 1; j < keys; ++j)
               dr[j] = 0.0f;
           });
+      if (bf16) round_to_bf16(datt, rows * keys);
       matmul(dq + bh * head + blk.r0 * hs, datt, Transpose::no, saved.k + bh * head, Transpose::no,
              rows, hs, keys, 1.0f, 0.0f);
       matmul(dk + bh * head, datt, Transpose::yes, saved.q + bh * head + blk.r0 * hs, Transpose::no,

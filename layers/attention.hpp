@@ -34,12 +34,15 @@ struct AttentionScratch {
 };
 
 // out[B,T,C] = attention(qkv[B,T,3C]) with qkv = [q | k | v], C = NH * hs.
+// In bf16 (see Precision) the saved q, k and v are stored rounded, and the probabilities are
+// rounded for the product with v (they are kept in fp32 for the backward).
 void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratch, const float* qkv,
-                       int B, int T, int C, int NH);
+                       int B, int T, int C, int NH, Precision precision = Precision::fp32);
 // dqkv[B,T,3C] += d attention / d qkv applied to dout[B,T,C] (with GradWrite::overwrite:
 // dqkv = ...).
 void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout,
                         AttentionSaved saved, int B, int T, int C, int NH,
-                        GradWrite write = GradWrite::accumulate);
+                        GradWrite write = GradWrite::accumulate,
+                        Precision precision = Precision::fp32);
 
 } // namespace gridlm::layers

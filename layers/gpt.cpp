@@ -60,9 +60,9 @@ void add_bias_residual(float* out, const float* bias, const float* residual, lon
 } // namespace
 
 GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parallel::Comm* tp,
-         int slots, Backward backward)
+         int slots, Backward backward, Precision precision)
     : config_(config), stage_(stage), tp_(tp), tp_size_(tp ? tp->size() : 1),
-      split_(backward == Backward::split), B_(B), T_(T) {
+      split_(backward == Backward::split), precision_(precision), B_(B), T_(T) {
   if (slots < 1)
     throw Error(fmt::format("a model needs at least one activation slot, not {}", slots));
   check_config(config);
@@ -136,6 +136,10 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
     attn_scratch_.dq = s.take(N * Cl);
     attn_scratch_.dk = s.take(N * Cl);
     attn_scratch_.dv = s.take(N * Cl);
+    if (precision_ == Precision::bf16) {
+      weight_bf16_ = s.take(std::max(4 * Cl * C, stage_.head ? V * C : 0));
+      d_res_bf16_ = s.take(N * C);
+    }
     if (pass == 0) {
       acts_ = Kokkos::View<float*>("layers::GPT::activations", a.used());
       scratch_ = Kokkos::View<float*>("layers::GPT::scratch", s.used());
@@ -183,6 +187,7 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   const int C = config_.d_model, Cl = C / tp_size_, V = config_.vocab_size,
             NH = config_.n_head / tp_size_;
   const long N = long(B) * T, Vl = table_.vocab_local;
+  const bool bf16 = precision_ == Precision::bf16;
   using HostTokens =
       Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   auto check_ids = [&](const std::int32_t* ids, const char* what) {
@@ -213,17 +218,21 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
                    p.fc_w, p.fc_b, p.fcproj_w, p.fcproj_b});
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p.ln1_w), param(p.ln1_b), N,
                       C);
+    if (bf16) round_to_bf16(a.ln1, N * C);
     // Column-parallel QKV: this rank's heads only.
-    linear_forward(a.qkv, a.ln1, param(p.qkv_w), param(p.qkv_b), N, C, 3 * Cl);
-    attention_forward(a.atty, a.attn, attn_scratch_, a.qkv, B, T, Cl, NH);
+    linear_forward(a.qkv, a.ln1, weight(p.qkv_w), param(p.qkv_b), N, C, 3 * Cl);
+    attention_forward(a.atty, a.attn, attn_scratch_, a.qkv, B, T, Cl, NH, precision_);
+    if (bf16) round_to_bf16(a.atty, N * Cl);
     // Row-parallel projection: partial sums, all-reduced, then bias and residual once.
-    linear_forward(a.res2, a.atty, param(p.attproj_w), nullptr, N, Cl, C);
+    linear_forward(a.res2, a.atty, weight(p.attproj_w), nullptr, N, Cl, C);
     tp_sum(a.res2, N * C);
     add_bias_residual(a.res2, param(p.attproj_b), residual, N, C);
     layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, param(p.ln2_w), param(p.ln2_b), N, C);
-    linear_forward(a.fch, a.ln2, param(p.fc_w), param(p.fc_b), N, C, 4 * Cl);
+    if (bf16) round_to_bf16(a.ln2, N * C);
+    linear_forward(a.fch, a.ln2, weight(p.fc_w), param(p.fc_b), N, C, 4 * Cl);
     gelu_forward(a.fch_gelu, a.fch, N * 4 * Cl);
-    linear_forward(a.res3, a.fch_gelu, param(p.fcproj_w), nullptr, N, 4 * Cl, C);
+    if (bf16) round_to_bf16(a.fch_gelu, N * 4 * Cl);
+    linear_forward(a.res3, a.fch_gelu, weight(p.fcproj_w), nullptr, N, 4 * Cl, C);
     tp_sum(a.res3, N * C);
     add_bias_residual(a.res3, param(p.fcproj_b), a.res2, N, C);
     residual = a.res3;
@@ -235,8 +244,9 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   params_needed({t.lnf_w, t.lnf_b, t.lm_head});
   layernorm_forward(sl.lnf, sl.lnf_mean, sl.lnf_rstd, residual, param(t.lnf_w), param(t.lnf_b), N,
                     C);
+  if (bf16) round_to_bf16(sl.lnf, N * C);
   // Vocabulary-parallel head: this rank's logit columns; the loss reduces three numbers a row.
-  linear_forward(sl.logits, sl.lnf, param(t.lm_head), nullptr, N, C, int(Vl));
+  linear_forward(sl.logits, sl.lnf, weight(t.lm_head), nullptr, N, C, int(Vl));
   if (logits_out != nullptr) {
     if (tp_size_ != 1)
       throw Error("logits can only be copied out of a model that is not tensor-split");
@@ -283,7 +293,7 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
   // kept in `saved` (when it is not already kept) for backward_weights().
   auto linear = [&](float* dinp, int w, int bias, const float* dout, float* saved, const float* inp,
                     int in, int out) {
-    linear_backward_input(dinp, dout, param(w), N, in, out, GradWrite::overwrite);
+    linear_backward_input(dinp, dout, weight(w), N, in, out, GradWrite::overwrite);
     if (!defer) {
       linear_backward_weight(grad(w), bias < 0 ? nullptr : grad(bias), dout, inp, N, in, out);
     } else if (saved != nullptr && saved != dout) {
@@ -294,7 +304,7 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
   if (stage_.head) {
     // The logits buffer becomes their gradient, kept in the slot until the weights are done.
     crossentropy_backward(sl.logits, sl.targets.data(), loss_weight / float(N), N, vocab_slice());
-    linear(d_ln_, t.lm_head, -1, sl.logits, nullptr, sl.lnf, C, int(Vl));
+    linear(d_ln_, t.lm_head, -1, rounded_grad(sl.logits, N * Vl), nullptr, sl.lnf, C, int(Vl));
     tp_sum(d_ln_, N * C); // conjugate of the head's replicated input
     fill_zero(d_res_, N * C);
     layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, output(slot), param(t.lnf_w),
@@ -313,16 +323,18 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
     // are summed over the group (the two backward all-reduces of a block).
     float* d_fch = defer ? a.d_fch : d_fch_;
     float* d_qkv = defer ? a.d_qkv : d_qkv_;
-    linear(d_fchg_, p.fcproj_w, p.fcproj_b, d_res_, a.d_res3, a.fch_gelu, 4 * Cl, C);
+    linear(d_fchg_, p.fcproj_w, p.fcproj_b, rounded_grad(d_res_, N * C), a.d_res3, a.fch_gelu,
+           4 * Cl, C);
     gelu_backward(d_fch, a.fch, d_fchg_, N * 4 * Cl, GradWrite::overwrite);
-    linear(d_ln_, p.fc_w, p.fc_b, d_fch, d_fch, a.ln2, C, 4 * Cl);
+    linear(d_ln_, p.fc_w, p.fc_b, rounded_grad(d_fch, N * 4 * Cl), d_fch, a.ln2, C, 4 * Cl);
     tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln2_w), grad(p.ln2_b), d_ln_, a.res2, param(p.ln2_w),
                        a.ln2_mean, a.ln2_rstd, N, C);
     // d_res now holds d res2; res2 = residual + attn(ln1(residual)).
-    linear(d_atty_, p.attproj_w, p.attproj_b, d_res_, a.d_res2, a.atty, Cl, C);
-    attention_backward(d_qkv, attn_scratch_, d_atty_, a.attn, B, T, Cl, NH, GradWrite::overwrite);
-    linear(d_ln_, p.qkv_w, p.qkv_b, d_qkv, d_qkv, a.ln1, C, 3 * Cl);
+    linear(d_atty_, p.attproj_w, p.attproj_b, rounded_grad(d_res_, N * C), a.d_res2, a.atty, Cl, C);
+    attention_backward(d_qkv, attn_scratch_, d_atty_, a.attn, B, T, Cl, NH, GradWrite::overwrite,
+                       precision_);
+    linear(d_ln_, p.qkv_w, p.qkv_b, rounded_grad(d_qkv, N * 3 * Cl), d_qkv, a.ln1, C, 3 * Cl);
     tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln1_w), grad(p.ln1_b), d_ln_, residual, param(p.ln1_w),
                        a.ln1_mean, a.ln1_rstd, N, C);
@@ -449,6 +461,48 @@ void GPT::copy_from_host(float* stage_memory, const float* host, std::size_t n) 
 }
 
 void GPT::fence() const { Kokkos::fence(); }
+
+const float* GPT::weight(int index) {
+  if (precision_ == Precision::fp32) return param(index);
+  const long n = long(table_.params[std::size_t(index)].size);
+  round_to_bf16(weight_bf16_, param(index), n);
+  return weight_bf16_;
+}
+
+const float* GPT::rounded_grad(float* data, long n) {
+  if (precision_ == Precision::fp32) return data;
+  if (data == d_res_) {
+    round_to_bf16(d_res_bf16_, data, n);
+    return d_res_bf16_;
+  }
+  round_to_bf16(data, n);
+  return data;
+}
+
+std::vector<Span<const float>> GPT::product_operands(int slot) const {
+  const Slot& sl = slots_.at(std::size_t(slot));
+  const std::size_t N = std::size_t(B_) * T_, C = config_.d_model, Cl = C / tp_size_;
+  std::vector<Span<const float>> out;
+  const auto add = [&](const float* p, std::size_t n) { out.emplace_back(p, n); };
+  for (const BlockActs& a : sl.blocks) {
+    for (const float* p : {a.ln1, a.ln2})
+      add(p, N * C);
+    for (const float* p : {a.attn.q, a.attn.k, a.attn.v, a.atty})
+      add(p, N * Cl);
+    add(a.fch_gelu, N * 4 * Cl);
+    if (sl.pending_weights) {
+      add(a.d_res3, N * C);
+      add(a.d_fch, N * 4 * Cl);
+      add(a.d_res2, N * C);
+      add(a.d_qkv, N * 3 * Cl);
+    }
+  }
+  if (stage_.head) {
+    add(sl.lnf, N * C);
+    if (sl.pending_weights) add(sl.logits, N * table_.vocab_local);
+  }
+  return out;
+}
 
 MemoryReport GPT::memory() const {
   MemoryReport r;

@@ -47,10 +47,15 @@ public:
   // activations are planned, for micro-batches in flight at once in a pipeline schedule.
   // Backward::split also plans, per slot, the output gradients of every linear layer, so that
   // backward_input() and backward_weights() can run apart (zero-bubble schedules).
+  // `precision` is that of the matrix products (see Precision): in bf16 the activations that
+  // only products read are stored rounded, and a scratch holds the rounded weight of the
+  // product at hand and the rounded residual gradient.
   GPT(const ModelConfig& config, int B, int T, const StageSpec& stage = {},
-      parallel::Comm* tp = nullptr, int slots = 1, Backward backward = Backward::fused);
+      parallel::Comm* tp = nullptr, int slots = 1, Backward backward = Backward::fused,
+      Precision precision = Precision::fp32);
 
   const ModelConfig& config() const { return config_; }
+  Precision precision() const { return precision_; }
   const ParamTable& table() const { return table_; }
   int batch() const override { return B_; }
   int seq() const override { return T_; }
@@ -106,6 +111,11 @@ public:
   void fence() const override;
 
   MemoryReport memory() const;
+  // The stored buffers of `slot` that only matrix products read: after its forward, the
+  // activations (both LayerNorm outputs, q, k, v, the attention and GELU outputs, the final
+  // LayerNorm's); while its weight gradients are due (split backward), also the output
+  // gradients kept for them. In bf16 they hold bf16 values (tests check it).
+  std::vector<Span<const float>> product_operands(int slot) const;
   // This rank's share of the squared global gradient norm: split tensors in full, replicated
   // ones only on tensor-parallel rank 0 (they are equal on every rank), and not the tied copy
   // of wte a head-only stage holds (the first stage counts it). Sum it over tp and pp.
@@ -163,12 +173,19 @@ private:
   // Tells the hook that the forward is about to read parameters `indices`.
   void params_needed(std::initializer_list<int> indices) const;
   VocabSlice vocab_slice() const;
+  // Parameter `index` as a matrix product reads it: itself in fp32; in bf16 its rounding, in a
+  // scratch that the next call overwrites.
+  const float* weight(int index);
+  // `data` [n] as the output gradient of a product: in bf16 rounded into d_res_bf16_ when it
+  // is the residual gradient (which the backward goes on adding to), else in place.
+  const float* rounded_grad(float* data, long n);
 
   ModelConfig config_;
   StageSpec stage_;
   parallel::Comm* tp_ = nullptr;
   int tp_size_ = 1; // tensor-parallel group size
   bool split_ = false;
+  Precision precision_ = Precision::fp32;
   double comm_seconds_ = 0.0;
   GradsDone grads_done_;
   ParamsNeeded params_needed_;
@@ -186,6 +203,9 @@ private:
   float* d_fch_ = nullptr;  // [N, 4 Cl]
   float* d_fchg_ = nullptr; // [N, 4 Cl]
   AttentionScratch attn_scratch_{};
+  // bf16 only (null in fp32).
+  float* weight_bf16_ = nullptr; // [largest weight matrix] the rounded weight of one product
+  float* d_res_bf16_ = nullptr;  // [N, C] the rounded residual gradient
 };
 
 } // namespace gridlm::layers

@@ -15,6 +15,16 @@ void copy(float* dst, const float* src, long n) {
       "layers::copy", n, KOKKOS_LAMBDA(long i) { dst[i] = src[i]; });
 }
 
+void round_to_bf16(float* data, long n) {
+  for_each(
+      "layers::round_to_bf16", n, KOKKOS_LAMBDA(long i) { data[i] = round_to_bf16(data[i]); });
+}
+
+void round_to_bf16(float* dst, const float* src, long n) {
+  for_each(
+      "layers::round_to_bf16", n, KOKKOS_LAMBDA(long i) { dst[i] = round_to_bf16(src[i]); });
+}
+
 void matmul(float* out, const float* a, Transpose transpose_a, const float* b,
             Transpose transpose_b, long m, long n, long k, float alpha, float beta) {
   const bool trans_a = transpose_a == Transpose::yes, trans_b = transpose_b == Transpose::yes;

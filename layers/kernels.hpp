@@ -5,6 +5,9 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
+#include <cstring>
+
 namespace gridlm::layers {
 
 // Runs f(i) for i in [0, n) on the default execution space, under `label` for profilers.
@@ -17,6 +20,34 @@ void for_each(const char* label, long n, const F& f) {
 void fill_zero(float* data, long n);
 // dst[0, n) = src[0, n) (device buffers)
 void copy(float* dst, const float* src, long n);
+
+// The precision of the matrix products (train.precision). bf16: every GEMM operand (weights,
+// activations, output gradients) rounded to bfloat16, products accumulated in fp32, outputs in
+// fp32, as tensor cores compute them; master weights, moments, LayerNorm, softmax, GELU and the
+// loss stay in fp32. A bf16 value is exact in a float, and so is the product of two, so an fp32
+// GEMM on rounded operands gives what a bf16 GEMM with fp32 accumulation gives, up to the
+// order of the sum.
+enum class Precision { fp32, bf16 };
+
+// x rounded to the nearest bfloat16 (ties to even), kept in a float: the top 16 bits of its
+// fp32 pattern. Infinities stay, NaN stays NaN, finite values past the bf16 range become inf.
+KOKKOS_INLINE_FUNCTION float round_to_bf16(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) {
+    bits |= 0x00400000u; // a NaN: quiet, and it must not round into an infinity
+  } else {
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+  }
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+// data[0, n) rounded to bf16 in place (a buffer that only matrix products read).
+void round_to_bf16(float* data, long n);
+// dst[0, n) = src[0, n) rounded to bf16.
+void round_to_bf16(float* dst, const float* src, long n);
 
 // Reductions over rows into per-column sums (weight gradients) walk column blocks of this width,
 // so that each block reads contiguous memory and owns its outputs.

@@ -236,8 +236,10 @@ TEST(Stages, TablesHoldOnlyTheirPart) {
 namespace {
 
 // Two micro-batches through two activation slots, backward fused or split with the weight
-// halves run late and in the other order (as zb-h1 does); the gradients must agree.
-void expect_split_backward_matches_fused(const ModelConfig& m, const StageSpec& stage) {
+// halves run late and in the other order (as zb-h1 does); the gradients must agree, in bf16 too
+// (where both must round the same output gradients the same way).
+void expect_split_backward_matches_fused(const ModelConfig& m, const StageSpec& stage,
+                                         Precision precision = Precision::fp32) {
   const int B = 2, T = 8, C = m.d_model;
   std::vector<std::int32_t> x(B * T * 2), y(B * T * 2);
   std::vector<float> input(std::size_t(B) * T * C * 2), dout(input.size());
@@ -249,7 +251,8 @@ void expect_split_backward_matches_fused(const ModelConfig& m, const StageSpec& 
     input[i] = std::sin(0.37f * float(i));
     dout[i] = 0.01f * std::cos(0.11f * float(i));
   }
-  GPT fused(m, B, T, stage, nullptr, 2), split(m, B, T, stage, nullptr, 2, Backward::split);
+  GPT fused(m, B, T, stage, nullptr, 2, Backward::fused, precision),
+      split(m, B, T, stage, nullptr, 2, Backward::split, precision);
   std::vector<float> dinput[2][2]; // [model][micro-batch]
   for (GPT* g : {&fused, &split}) {
     init_parameters(g->params(), g->table(), 3);
@@ -304,6 +307,14 @@ TEST(SplitBackward, InputThenWeightHalvesEqualTheFusedBackward) {
   expect_split_backward_matches_fused(m, {1, 2, false, true});
   m.tied_embeddings = false;
   expect_split_backward_matches_fused(m, {0, 2, false, false});
+}
+
+TEST(SplitBackward, HalvesEqualTheFusedBackwardInBf16) {
+  ModelConfig m = small();
+  expect_split_backward_matches_fused(m, {}, Precision::bf16);
+  expect_split_backward_matches_fused(m, {1, 2, false, true}, Precision::bf16);
+  m.tied_embeddings = false;
+  expect_split_backward_matches_fused(m, {0, 2, false, false}, Precision::bf16);
 }
 
 TEST(SplitBackward, HalvesRefusedOutOfOrder) {

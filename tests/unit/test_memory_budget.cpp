@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/memory_budget.hpp"
+#include "engine/pipeline_model.hpp"
 #include "layers/gpt.hpp"
 
 namespace gridlm::engine {
@@ -16,25 +17,29 @@ struct Shape {
 };
 
 TEST(MemoryBudget, EstimateBoundsWhatOneRankAllocates) {
-  for (const Shape s : {Shape{512, 32, 2, 2, 32, 4}, Shape{4096, 64, 4, 4, 128, 8},
-                        Shape{256, 128, 6, 8, 256, 2}, Shape{32000, 16, 1, 2, 64, 1}}) {
-    RunConfig c;
-    c.model.vocab_size = s.vocab;
-    c.model.seq_len = s.seq;
-    c.model.n_layer = s.layers;
-    c.model.n_head = s.heads;
-    c.model.d_model = s.width;
-    c.train.micro_batch = s.batch;
-    const MemoryEstimate e = estimate_memory(c, parallel::Layout{1, 1, 1});
-    const layers::GPT model(c.model, s.batch, s.seq);
-    const layers::MemoryReport m = model.memory();
-    const double real = double(m.weights + m.gradients + 2 * m.weights + m.activations);
-    SCOPED_TRACE(::testing::Message() << "vocab " << s.vocab << " width " << s.width
-                                      << ": estimate " << e.total() << " B, allocated " << real);
-    EXPECT_GE(e.total(), real);
-    EXPECT_LE(e.total(), 3.0 * real);
-    EXPECT_NEAR(e.weights, double(m.weights), 0.05 * double(m.weights));
-  }
+  for (const std::string precision : {"fp32", "bf16"})
+    for (const Shape s : {Shape{512, 32, 2, 2, 32, 4}, Shape{4096, 64, 4, 4, 128, 8},
+                          Shape{256, 128, 6, 8, 256, 2}, Shape{32000, 16, 1, 2, 64, 1}}) {
+      RunConfig c;
+      c.model.vocab_size = s.vocab;
+      c.model.seq_len = s.seq;
+      c.model.n_layer = s.layers;
+      c.model.n_head = s.heads;
+      c.model.d_model = s.width;
+      c.train.micro_batch = s.batch;
+      c.train.precision = precision;
+      const MemoryEstimate e = estimate_memory(c, parallel::Layout{1, 1, 1});
+      const layers::GPT model(c.model, s.batch, s.seq, {}, nullptr, 1, layers::Backward::fused,
+                              parse_precision(precision));
+      const layers::MemoryReport m = model.memory();
+      const double real = double(m.weights + m.gradients + 2 * m.weights + m.activations);
+      SCOPED_TRACE(::testing::Message()
+                   << precision << ", vocab " << s.vocab << " width " << s.width << ": estimate "
+                   << e.total() << " B, allocated " << real);
+      EXPECT_GE(e.total(), real);
+      EXPECT_LE(e.total(), 3.0 * real);
+      EXPECT_NEAR(e.weights, double(m.weights), 0.05 * double(m.weights));
+    }
 }
 
 TEST(MemoryBudget, HugeSizesDoNotOverflowAndNameTheKey) {
