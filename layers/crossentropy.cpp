@@ -75,7 +75,8 @@ void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets,
 
 double crossentropy_forward(float* logits_to_probs, float* losses, const std::int32_t* targets,
                             long N, int V) {
-  std::vector<float> scratch(3 * std::size_t(N));
+  // In the execution space's memory, where the kernels write it.
+  const Kokkos::View<float*> scratch("layers::CrossEntropy::scratch", 3 * std::size_t(N));
   return crossentropy_forward(logits_to_probs, losses, scratch.data(), targets, N,
                               VocabSlice{0, V, V, nullptr});
 }

@@ -82,7 +82,11 @@ Watchdog::Watchdog(WatchdogOptions options) : options_(std::move(options)) {
 }
 
 Watchdog::~Watchdog() {
-  stop_ = true;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
   if (!thread_.joinable()) return;
   thread_.join();
   std::signal(SIGQUIT, previous_quit_);
@@ -199,8 +203,13 @@ void Watchdog::loop() {
   double stuck = 0.0;
   std::uint64_t last_activity = 0;
   auto last_poll = std::chrono::steady_clock::now();
-  while (!stop_) {
-    sleep_seconds(poll);
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (wake_.wait_for(lock, std::chrono::duration<double>(poll),
+                         [this] { return stop_.load(); }))
+        break;
+    }
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - last_poll).count();
     last_poll = now;

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -41,6 +43,10 @@ private:
   WatchdogOptions options_;
   double started_ = 0.0; // wall-clock seconds: files older than this are a previous run's
   void (*previous_quit_)(int) = SIG_DFL; // the SIGQUIT handler to put back
+  // The destructor wakes the loop out of its poll at once: a run must not end up to a poll
+  // (1 s) late.
+  std::mutex mutex_;
+  std::condition_variable wake_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
