@@ -23,17 +23,25 @@ cd "$work" || exit 1
 cp "$src/tests/slurm/run.toml" .
 log() { echo "jobs.sh: $*"; }
 # Until job $1 has left the queue (done, failed or cancelled), at most $2 seconds. Slurm holds
-# a requeued job for about two minutes (Reason=BeginTime); the test lets it start as soon as
-# the previous run's step daemons are gone (a new step of the same id started while the old
-# one still cleans up loses its PMI socket to that cleanup).
+# a requeued job for about two minutes (Reason=BeginTime); the test lets it start once the
+# previous run's step daemons are gone (a new step of the same id started while the old one
+# still cleans up loses its PMI socket to that cleanup) and it has been held at least 3 s: started
+# within a second of its requeue, a job was killed as "non-startable: Job credential revoked"
+# (the nodes still held the revocation of the run before).
 # Also released: the other jobs in `watch` (a campaign's).
 watch=()
+declare -A held_since=()
 release() {
   local info
   info=$(scontrol show job "$1" -o 2>/dev/null)
-  if [[ $info == *JobState=PENDING* && $info == *Reason=BeginTime* ]] &&
-    ! pgrep -f "slurmstepd: \[$1\." >/dev/null; then
+  if [[ $info != *JobState=PENDING* || $info != *Reason=BeginTime* ]]; then
+    unset "held_since[$1]"
+    return 0
+  fi
+  [[ -n ${held_since[$1]:-} ]] || held_since[$1]=$SECONDS
+  if ((SECONDS - held_since[$1] >= 4)) && ! pgrep -f "slurmstepd: \[$1\." >/dev/null; then
     scontrol update JobId="$1" StartTime=now && log "job $1 requeued; let it start now"
+    unset "held_since[$1]"
   fi
 }
 wait_job() {
