@@ -101,7 +101,9 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &c.parallel.profile},
       {"parallel", "force_tp_across_nodes", "allow a tensor-parallel group to span nodes",
        &c.parallel.force_tp_across_nodes},
-      {"parallel", "backend", "collectives over auto (NCCL on GPU builds, else MPI), mpi or nccl",
+      {"parallel", "backend",
+       "collectives over auto (NCCL on GPU builds; else MPI, staged through host copies when "
+       "the model is in GPU memory that this MPI cannot read), mpi, mpi-staged or nccl",
        &c.parallel.backend},
       {"parallel", "schedule",
        "pipeline schedule: gpipe, 1f1b, interleaved-1f1b or zb-h1 (train.grad_accum "
@@ -402,8 +404,9 @@ void validate(const RunConfig& c) {
   need(t.optim.eps > 0, "train.eps must be positive");
   need(t.optim.weight_decay >= 0, "train.weight_decay must not be negative");
   need(t.optim.grad_clip >= 0, "train.grad_clip must not be negative (0 disables clipping)");
-  need(c.parallel.backend == "auto" || c.parallel.backend == "mpi" || c.parallel.backend == "nccl",
-       fmt::format("parallel.backend = \"{}\": the backends are auto, mpi and nccl",
+  need(c.parallel.backend == "auto" || c.parallel.backend == "mpi" ||
+           c.parallel.backend == "mpi-staged" || c.parallel.backend == "nccl",
+       fmt::format("parallel.backend = \"{}\": the backends are auto, mpi, mpi-staged and nccl",
                    c.parallel.backend));
   need(c.parallel.chunks >= 1, "parallel.chunks must be positive");
   need(c.parallel.zero == 0 || c.parallel.zero == 1,

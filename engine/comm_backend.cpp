@@ -2,6 +2,7 @@
 #include "engine/comm_backend.hpp"
 
 #include "parallel/comm_mpi.hpp"
+#include "parallel/comm_staged.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -26,11 +27,51 @@ constexpr bool have_nccl = true;
 constexpr bool have_nccl = false;
 #endif
 
+// Whether MPI can be handed the model's buffers as they are: host memory, or device memory of
+// a GPU-aware MPI (asked at run time: the same binary may meet another MPI on another machine).
+bool mpi_reads_model_memory() {
+  if (!kokkos_on_device) return true;
+#if defined(KOKKOS_ENABLE_CUDA)
+  return parallel::mpi_reads_cuda_memory();
+#else
+  return false;
+#endif
+}
+
+parallel::StagingCopies kokkos_copies() {
+  using Device = Kokkos::View<char*, Kokkos::DefaultExecutionSpace::memory_space,
+                              Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using ConstDevice = Kokkos::View<const char*, Kokkos::DefaultExecutionSpace::memory_space,
+                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using Host = Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using ConstHost =
+      Kokkos::View<const char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  return {[](void* host, const void* device, std::size_t bytes) {
+            Kokkos::deep_copy(Host(static_cast<char*>(host), bytes),
+                              ConstDevice(static_cast<const char*>(device), bytes));
+          },
+          [](void* device, const void* host, std::size_t bytes) {
+            Kokkos::deep_copy(Device(static_cast<char*>(device), bytes),
+                              ConstHost(static_cast<const char*>(host), bytes));
+          }};
+}
+
 } // namespace
 
 std::string resolve_backend(const std::string& configured) {
-  if (configured == "mpi") return "mpi";
-  if (configured == "auto") return have_nccl && kokkos_on_device ? "nccl" : "mpi";
+  if (configured == "mpi") {
+    if (!mpi_reads_model_memory()) {
+      throw Error("parallel.backend = \"mpi\": the model's buffers are in GPU memory and this MPI "
+                  "cannot read it (it says so at run time); use \"mpi-staged\" (copies through "
+                  "host memory), \"nccl\", or \"auto\"");
+    }
+    return "mpi";
+  }
+  if (configured == "mpi-staged") return "mpi-staged";
+  if (configured == "auto") {
+    if (have_nccl && kokkos_on_device) return "nccl";
+    return mpi_reads_model_memory() ? "mpi" : "mpi-staged";
+  }
   if (configured == "nccl") {
     if (!have_nccl) {
       throw Error("parallel.backend = \"nccl\": this gridlm was built without NCCL; rebuild with "
@@ -42,8 +83,8 @@ std::string resolve_backend(const std::string& configured) {
     }
     return "nccl";
   }
-  throw Error(
-      fmt::format("parallel.backend = \"{}\": the backends are auto, mpi and nccl", configured));
+  throw Error(fmt::format(
+      "parallel.backend = \"{}\": the backends are auto, mpi, mpi-staged and nccl", configured));
 }
 
 std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, parallel::Axis axis,
@@ -56,7 +97,11 @@ std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, paral
     return comm;
   }
 #endif
-  (void)backend;
+  if (backend == "mpi-staged") {
+    auto comm = std::make_unique<parallel::StagedComm>(grid.make_mpi_comm(axis), kokkos_copies());
+    comm->set_identity(parallel::axis_name(axis), parallel::world_ranks(grid.axis_comm(axis)));
+    return comm;
+  }
   return grid.make_mpi_comm(axis);
 }
 

@@ -1,6 +1,8 @@
-// Which communication backend carries the model's collectives: MPI (host buffers) or NCCL
-// (device buffers, CUDA builds). parallel.backend = auto picks NCCL when this build has it and
-// Kokkos computes on a device, MPI otherwise.
+// Which communication backend carries the model's collectives: MPI (host buffers, or device
+// buffers of a GPU-aware MPI), MPI staged through host copies (device buffers, an MPI that
+// cannot read them) or NCCL (device buffers, CUDA builds). parallel.backend = auto picks NCCL
+// when this build has it and Kokkos computes on a device; else MPI, staged when MPI says at run
+// time that it cannot read the device's memory.
 #pragma once
 
 #include <memory>
@@ -11,8 +13,10 @@
 
 namespace gridlm::engine {
 
-// Checks the configured name ("auto", "mpi", "nccl") against this build and returns the
-// backend to use. Throws gridlm::Error naming the fix for "nccl" in a build without it.
+// Checks the configured name ("auto", "mpi", "mpi-staged", "nccl") against this build and the
+// MPI library and returns the backend to use ("mpi", "mpi-staged" or "nccl"). Throws
+// gridlm::Error naming the fix for "nccl" in a build without it, and for "mpi" where MPI
+// cannot read the model's memory. Collective only in that every rank asks the same library.
 std::string resolve_backend(const std::string& configured);
 
 // Collective over the axis: a Comm of the resolved backend (NCCL also selects the rank's GPU).

@@ -45,7 +45,7 @@ struct ParallelConfig {
   std::string profile = "";             // auto axes chosen by the planner from this profile
                                         // (or "measure": at start-up); "": fixed rules
   bool force_tp_across_nodes = false;   // allow a tensor group to span nodes
-  std::string backend = "auto";         // collectives over: auto, mpi or nccl
+  std::string backend = "auto";         // collectives over: auto, mpi, mpi-staged or nccl
   std::string schedule = "1f1b";        // pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1
   int chunks = 1;                       // model chunks per pipeline stage (interleaved-1f1b)
   std::string stage_layout = "uniform"; // blocks per virtual stage: uniform, balanced or "a,b,.."

@@ -147,7 +147,8 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
     plan.pipeline = parallel::plan_pipeline(schedule, config.train.eval_batches,
                                             nccl_transfers ? parallel::Transfers::grouped_if_proven
                                                            : parallel::Transfers::up_front);
-    plan.transfer_backend = plan.pipeline.grouped ? "nccl" : "mpi";
+    plan.transfer_backend =
+        plan.pipeline.grouped ? "nccl" : (plan.backend == "mpi-staged" ? "mpi-staged" : "mpi");
     plan.optim = layers::resolve_decay(config.train.optim, config.train.steps);
     plan.metrics_path = output_path(config, config.output.metrics);
     plan.weights_path = output_path(config, config.output.weights);

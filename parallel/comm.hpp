@@ -144,6 +144,8 @@ public:
 
 protected:
   Comm(int rank, int size) : rank_(rank), size_(size) {}
+  // It forwards each operation to the communicator it wraps.
+  friend class StagedComm;
 
   // blocking: the backend may complete the operation before returning (and return an empty
   // Request); nonblocking: it must return at once.

@@ -10,6 +10,10 @@
 
 #include "parallel/mpi_check.hpp"
 
+#if defined(OPEN_MPI) && __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
 namespace gridlm::parallel {
 namespace {
 
@@ -197,6 +201,17 @@ Request MpiComm::start_recv(void* data, std::size_t count, DType type, int peer,
   auto req = std::make_unique<MpiRequest>();
   GRIDLM_MPI_CHECK(MPI_Irecv(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
   return Request(std::move(req));
+}
+
+bool mpi_reads_cuda_memory() {
+#if defined(MPIX_GPU_SUPPORT_CUDA)
+  int supported = 0;
+  return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported != 0;
+#elif defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
 }
 
 } // namespace gridlm::parallel

@@ -1,12 +1,15 @@
-// parallel::Comm (MPI backend) on inputs whose results are exact integers in floating point:
-// every collective, blocking and not, point-to-point in a ring, and collectives on each axis
-// of a grid. Runs at 1, 2, 4 and 8 ranks.
+// parallel::Comm (MPI backend, and StagedComm over it) on inputs whose results are exact
+// integers in floating point: every collective, blocking and not, point-to-point in a ring, and
+// collectives on each axis of a grid. Runs at 1, 2, 4 and 8 ranks.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <numeric>
 
 #include "parallel/comm_mpi.hpp"
+#include "parallel/comm_staged.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/grid.hpp"
 #include "tests/test_util.hpp"
@@ -18,7 +21,38 @@ namespace {
 
 MpiComm world_comm() { return MpiComm(borrow_comm(MPI_COMM_WORLD)); }
 
+// Bytes a StagedComm copied each way (its copies are plain memcpy here: host memory).
+struct Copied {
+  std::size_t to_host = 0, to_device = 0;
+};
+
+std::unique_ptr<Comm> staged(const std::shared_ptr<Copied>& copied) {
+  StagingCopies copies{[copied](void* host, const void* device, std::size_t bytes) {
+                         std::memcpy(host, device, bytes);
+                         copied->to_host += bytes;
+                       },
+                       [copied](void* device, const void* host, std::size_t bytes) {
+                         std::memcpy(device, host, bytes);
+                         copied->to_device += bytes;
+                       }};
+  return std::make_unique<StagedComm>(std::make_unique<MpiComm>(borrow_comm(MPI_COMM_WORLD)),
+                                      std::move(copies));
+}
+
+// Every test below runs on MpiComm and on StagedComm over it ("mpi-staged"): the staged path
+// must give the same results for every operation, blocking or not.
+class AnyComm : public testing::TestWithParam<std::string> {
+protected:
+  std::unique_ptr<Comm> make() {
+    if (GetParam() == "mpi") return std::make_unique<MpiComm>(borrow_comm(MPI_COMM_WORLD));
+    return staged(copied_);
+  }
+  std::shared_ptr<Copied> copied_ = std::make_shared<Copied>();
+};
+
 } // namespace
+
+INSTANTIATE_TEST_SUITE_P(Backends, AnyComm, testing::Values("mpi", "mpi-staged"));
 
 TEST(MpiComm, RankAndSizeMatchMpi) {
   MpiComm c = world_comm();
@@ -30,8 +64,9 @@ TEST(MpiComm, RankAndSizeMatchMpi) {
   EXPECT_STREQ(c.backend(), "mpi");
 }
 
-TEST(MpiComm, AllReduceSumMaxMinInPlace) {
-  MpiComm c = world_comm();
+TEST_P(AnyComm, AllReduceSumMaxMinInPlace) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
   const int n = c.size(), r = c.rank();
   std::vector<float> sum(5), mx(5), mn(5);
   for (int i = 0; i < 5; ++i)
@@ -46,8 +81,9 @@ TEST(MpiComm, AllReduceSumMaxMinInPlace) {
   }
 }
 
-TEST(MpiComm, AllReduceOutOfPlaceOtherTypes) {
-  MpiComm c = world_comm();
+TEST_P(AnyComm, AllReduceOutOfPlaceOtherTypes) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
   const int n = c.size();
   const std::vector<std::int64_t> in{std::int64_t(c.rank()) << 40, 1};
   std::vector<std::int64_t> out(2);
@@ -61,8 +97,9 @@ TEST(MpiComm, AllReduceOutOfPlaceOtherTypes) {
 
 // Debian's MPICH 4.0 compares MPI_UINT64_T as signed in MPI_MAX / MPI_MIN; values past 2^63
 // show whether Comm gets unsigned order right anyway.
-TEST(MpiComm, UnsignedMaxAndMinPast2To63) {
-  MpiComm c = world_comm();
+TEST_P(AnyComm, UnsignedMaxAndMinPast2To63) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
   const std::uint64_t big = (std::uint64_t(1) << 63) + std::uint64_t(c.rank());
   std::vector<std::uint64_t> mx{big, 5}, mn{big, std::uint64_t(5 + c.rank())};
   c.all_reduce(Span<std::uint64_t>(mx), ReduceOp::max);
@@ -84,8 +121,9 @@ TEST(MpiComm, UnsignedMaxAndMinPast2To63) {
   }
 }
 
-TEST(MpiComm, ReduceScatterGivesEachRankItsBlock) {
-  MpiComm c = world_comm();
+TEST_P(AnyComm, ReduceScatterGivesEachRankItsBlock) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
   const int n = c.size(), r = c.rank(), per = 3;
   std::vector<float> in(static_cast<std::size_t>(n) * per);
   for (std::size_t i = 0; i < in.size(); ++i)
@@ -97,8 +135,9 @@ TEST(MpiComm, ReduceScatterGivesEachRankItsBlock) {
   }
 }
 
-TEST(MpiComm, AllGatherConcatenatesInRankOrder) {
-  MpiComm c = world_comm();
+TEST_P(AnyComm, AllGatherConcatenatesInRankOrder) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
   const int n = c.size();
   const std::vector<std::int32_t> in{c.rank(), -c.rank()};
   std::vector<std::int32_t> out(2 * static_cast<std::size_t>(n));
@@ -109,8 +148,9 @@ TEST(MpiComm, AllGatherConcatenatesInRankOrder) {
   }
 }
 
-TEST(MpiComm, BroadcastFromLastRank) {
-  MpiComm c = world_comm();
+TEST_P(AnyComm, BroadcastFromLastRank) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
   const int root = c.size() - 1;
   std::vector<float> data(4, c.rank() == root ? 7.0f : -1.0f);
   c.broadcast(Span<float>(data), root);
@@ -118,8 +158,9 @@ TEST(MpiComm, BroadcastFromLastRank) {
     EXPECT_EQ(v, 7.0f);
 }
 
-TEST(MpiComm, RingOfNonBlockingSendRecv) {
-  MpiComm c = world_comm();
+TEST_P(AnyComm, RingOfNonBlockingSendRecv) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
   const int n = c.size(), r = c.rank();
   std::vector<float> out(3, float(r)), in(3, -1.0f);
   Request recv = c.irecv(Span<float>(in), (r + n - 1) % n, 5);
@@ -140,8 +181,9 @@ TEST(MpiComm, RingOfNonBlockingSendRecv) {
   }
 }
 
-TEST(MpiComm, NonBlockingCollectivesCompleteByTestOrWait) {
-  MpiComm c = world_comm();
+TEST_P(AnyComm, NonBlockingCollectivesCompleteByTestOrWait) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
   std::vector<float> a(16, 1.0f), b(16, 2.0f);
   Request ra = c.iall_reduce(Span<float>(a));
   Request rb = c.iall_reduce(Span<float>(b), ReduceOp::max);
@@ -164,8 +206,9 @@ TEST(MpiComm, NonBlockingCollectivesCompleteByTestOrWait) {
   }
 }
 
-TEST(MpiComm, MismatchedSizesAreRefusedBeforeSending) {
-  MpiComm c = world_comm();
+TEST_P(AnyComm, MismatchedSizesAreRefusedBeforeSending) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
   std::vector<float> in(c.size() * 2 + 1), out(2), small(1), big(c.size() * 3);
   EXPECT_THROW(c.reduce_scatter(Span<const float>(in), Span<float>(out)), Error);
   EXPECT_THROW(c.all_gather(Span<const float>(small), Span<float>(big)), Error);
@@ -177,6 +220,38 @@ TEST(MpiComm, MismatchedSizesAreRefusedBeforeSending) {
   std::vector<float> one{1.0f};
   c.all_reduce(Span<float>(one));
   EXPECT_EQ(one[0], float(c.size()));
+}
+
+// What the staged path copies: each operation's input bytes to the host and its output bytes
+// back, once each; a broadcast only the root's in and only the others' back.
+TEST(StagedComm, CopiesEachOperationsBytesOnceEachWay) {
+  const auto copied = std::make_shared<Copied>();
+  const std::unique_ptr<Comm> c = staged(copied);
+  EXPECT_STREQ(c->backend(), "mpi-staged");
+  const std::size_t n = std::size_t(c->size());
+  std::vector<float> a(5, 1.0f), blocks(3 * n, 1.0f), block(3);
+  c->all_reduce(Span<float>(a));
+  EXPECT_EQ(copied->to_host, 5 * sizeof(float));
+  EXPECT_EQ(copied->to_device, 5 * sizeof(float));
+  *copied = {};
+  c->reduce_scatter(Span<const float>(blocks), Span<float>(block));
+  EXPECT_EQ(copied->to_host, 3 * n * sizeof(float));
+  EXPECT_EQ(copied->to_device, 3 * sizeof(float));
+  *copied = {};
+  c->all_gather(Span<const float>(block), Span<float>(blocks));
+  EXPECT_EQ(copied->to_host, 3 * sizeof(float));
+  EXPECT_EQ(copied->to_device, 3 * n * sizeof(float));
+  *copied = {};
+  c->broadcast(Span<float>(a), 0);
+  EXPECT_EQ(copied->to_host, c->rank() == 0 ? 5 * sizeof(float) : 0);
+  EXPECT_EQ(copied->to_device, c->rank() == 0 ? 0 : 5 * sizeof(float));
+  // A non-blocking result arrives in the caller's buffer only when the request completes.
+  *copied = {};
+  std::vector<float> b(4, 1.0f);
+  Request r = c->iall_reduce(Span<float>(b));
+  r.wait();
+  EXPECT_EQ(copied->to_device, 4 * sizeof(float));
+  EXPECT_EQ(b[0], float(n));
 }
 
 TEST(MpiComm, CollectivesOnEachGridAxis) {
