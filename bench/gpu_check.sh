@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The GPU check, for a machine with an NVIDIA GPU and CUDA 13 but none of gridlm's other
+# libraries (the `device` machines): unpacks the tarball of bench/gpu_bundle.sh and runs, each
+# step bounded in time and logged under OUT_DIR,
+#   1. the device and the build (nvidia-smi, gridlm --version);
+#   2. the tiny model's first 20 fp32 steps on the GPU against the CPU build's (carried in the
+#      bundle): every loss within 1e-3 of the CPU's (cuBLAS and the CPU BLAS sum in other orders);
+#   3. the same 20 steps in bf16 against the GPU's fp32: within 5e-3 (the tiny model's 200 steps
+#      stay within 2e-4 on the CPU; 20 steps of an untrained model differ less);
+#   4. the NCCL backend's test at one rank (test_nccl_comm);
+#   5. a GPT-2 124M-shaped model (12 layers, width 768, vocabulary 50257, context 256) for 12 steps
+#      in bf16 and fp32: tokens/s and MFU against the GPU's bf16 peak (H100/H200 SXM: 989 TFLOP/s
+#      dense; GPU_PEAK_TFLOPS to change it).
+# Prints one summary line per step and exits non-zero if any failed.
+# GPU_CHECK_124M_STEPS (12) shortens step 5, to try the script on a CPU.
+# Usage: bench/gpu_check.sh BUNDLE.tar.xz [OUT_DIR]
+set -uo pipefail
+bundle=$1 out=${2:-gpu-check}
+root=${GPU_CHECK_ROOT:-/tmp/gridlm-gpu}
+peak=${GPU_PEAK_TFLOPS:-989}
+rm -rf "$root" && mkdir -p "$root" "$out" && tar -C "$root" -xJf "$bundle" || exit 1
+# CUDA's libraries: the toolkit's, else those of the Python wheels (PyTorch's).
+cuda_dirs=$(
+  {
+    ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null
+    python3 -c 'import nvidia, os; [print(p) for p in nvidia.__path__]' 2>/dev/null |
+      xargs -r -I{} find {} -name 'lib*.so.*' \( -name 'libcublas*' -o -name 'libnccl*' \
+        -o -name 'libcudart*' \) -printf '%h\n'
+  } | sort -u | paste -sd:
+)
+export LD_LIBRARY_PATH=$root/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=$root/bin:$PATH OPENBLAS_NUM_THREADS=1
+gridlm=$root/bin/gridlm
+failed=0
+step() { # name, seconds, command...: runs it, logs it, reports it
+  local name=$1 seconds=$2 rc
+  shift 2
+  timeout "$seconds" "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  if [[ $rc == 0 ]]; then echo "gpu_check: $name: ok"; else
+    echo "gpu_check: $name: FAILED (exit status $rc; $out/$name.log):"
+    tail -n 15 "$out/$name.log"
+    failed=1
+  fi
+  return $rc
+}
+compare=(python3 "$(dirname "$0")/compare_losses.py")
+tiny=(train --config "$root/configs/tiny.toml" --set train.steps=20 --set output.weights=)
+
+step device 60 bash -c "nvidia-smi -L && '$gridlm' --version && echo bundle commit \$(cat '$root/commit')"
+step tiny_fp32 300 "$gridlm" "${tiny[@]}" --set output.dir="$out/tiny_fp32" &&
+  step tiny_fp32_vs_cpu 30 "${compare[@]}" "$out/tiny_fp32/metrics.jsonl" \
+    "$root/reference/tiny/metrics.jsonl" 1e-3
+step tiny_bf16 300 "$gridlm" "${tiny[@]}" --set train.precision=bf16 \
+  --set output.dir="$out/tiny_bf16" &&
+  step tiny_bf16_vs_fp32 30 "${compare[@]}" "$out/tiny_bf16/metrics.jsonl" \
+    "$out/tiny_fp32/metrics.jsonl" 5e-3
+if [[ -x $root/bin/test_nccl_comm ]]; then
+  step nccl_comm 120 mpiexec -n 1 "$root/bin/test_nccl_comm"
+fi
+for precision in bf16 fp32; do
+  step "gpt2_124m_$precision" 600 "$gridlm" train --config "$root/configs/tiny.toml" \
+    --set model.vocab_size=50257 --set model.seq_len=256 --set model.n_layer=12 \
+    --set model.n_head=12 --set model.d_model=768 --set train.micro_batch=16 \
+    --set train.steps="${GPU_CHECK_124M_STEPS:-12}" --set train.log_every=1 --set train.precision=$precision \
+    --set train.peak_gflops="$((peak * 1000))" --set output.weights= \
+    --set output.dir="$out/gpt2_124m_$precision" &&
+    python3 - "$out/gpt2_124m_$precision/metrics.jsonl" "$precision" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = rows[2:] or rows  # the first two steps warm up
+print(f"gpt2_124m {sys.argv[2]}: median of {len(rows)} steps: "
+      f"{statistics.median(r['tokens_per_s'] for r in rows):.0f} tokens/s, "
+      f"MFU {100 * statistics.median(r['mfu'] for r in rows):.1f}% of the bf16 peak")
+PY
+done
+exit $failed
