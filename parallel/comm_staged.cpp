@@ -8,7 +8,8 @@ namespace gridlm::parallel {
 namespace {
 
 // One operation in flight: its host buffer (alive until the wrapped transfer completes) and
-// where the result goes once it has.
+// where the result goes once it has. It keeps its own copy of the copy functions: a request
+// left pending by an error may complete in its destructor after the communicator is gone.
 class StagedRequest final : public Request::Impl {
 public:
   StagedRequest(std::vector<std::byte> host, const StagingCopies& copies, void* out = nullptr,
@@ -34,7 +35,7 @@ private:
   }
 
   std::vector<std::byte> host_;
-  const StagingCopies& copies_;
+  StagingCopies copies_;
   void* out_;
   std::size_t out_offset_, out_bytes_;
   Request inner_;
