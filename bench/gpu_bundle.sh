@@ -22,7 +22,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/configs" "$stage/reference"
 bins=("$build/bin/gridlm" "$(readlink -f "$(command -v mpiexec)")" "$(command -v hydra_pmi_proxy)")
-[[ -x $build/tests/test_nccl_comm ]] && bins+=("$build/tests/test_nccl_comm")
+[[ -x $build/tests/gpu/test_nccl_comm ]] && bins+=("$build/tests/gpu/test_nccl_comm")
 cp "${bins[@]}" "$stage/bin/"
 ln -s "$(basename "${bins[1]}")" "$stage/bin/mpiexec"
 # The libraries they load, but not those the GPU machine must provide itself.
