@@ -26,7 +26,8 @@ bins=("$build/bin/gridlm" "$(readlink -f "$(command -v mpiexec)")" "$(command -v
 cp "${bins[@]}" "$stage/bin/"
 ln -s "$(basename "${bins[1]}")" "$stage/bin/mpiexec"
 # The libraries they load, but not those the GPU machine must provide itself.
-skip='^(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so'
+# The GPU machine's C++ runtime is newer and serves programs built against this one.
+skip='^(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so'
 for b in "${bins[@]}"; do
   ldd "$b" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do

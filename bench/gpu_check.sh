@@ -44,7 +44,9 @@ step() { # name, seconds, command...: runs it, logs it, reports it
   fi
   return $rc
 }
-compare=(python3 "$(dirname "$0")/compare_losses.py")
+# Python without the bundle's libraries (its own OpenSSL and C++ runtime must win).
+py=(env -u LD_LIBRARY_PATH python3)
+compare=("${py[@]}" "$(dirname "$0")/compare_losses.py")
 tiny=(train --config "$root/configs/tiny.toml" --set train.steps=20 --set output.weights=)
 
 step device 60 bash -c "nvidia-smi -L && '$gridlm' --version && echo bundle commit \$(cat '$root/commit')"
@@ -65,7 +67,7 @@ for precision in bf16 fp32; do
     --set train.steps="${GPU_CHECK_124M_STEPS:-12}" --set train.log_every=1 --set train.precision=$precision \
     --set train.peak_gflops="$((peak * 1000))" --set output.weights= \
     --set output.dir="$out/gpt2_124m_$precision" &&
-    python3 - "$out/gpt2_124m_$precision/metrics.jsonl" "$precision" <<'PY'
+    "${py[@]}" - "$out/gpt2_124m_$precision/metrics.jsonl" "$precision" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows = rows[2:] or rows  # the first two steps warm up
