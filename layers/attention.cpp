@@ -64,6 +64,14 @@ void from_heads(float* dst, const float* src, long row_stride, long col, int B, 
       });
 }
 
+// One block's probabilities a [n] as their products read them: themselves in fp32; in bf16
+// rounded into `scratch` (they stay fp32 for the softmax backward).
+const float* probabilities_operand(float* scratch, const float* a, long n, bool bf16) {
+  if (!bf16) return a;
+  round_to_bf16(scratch, a, n);
+  return scratch;
+}
+
 } // namespace
 
 std::size_t attention_scores_per_head(int T) {
@@ -114,12 +122,7 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
             for (long j = t + 1; j < keys; ++j)
               ar[j] = 0.0f;
           });
-      // The probabilities stay fp32 for the backward; the product reads them in bf16.
-      const float* p = a;
-      if (bf16) {
-        round_to_bf16(scratch.datt, a, rows * keys);
-        p = scratch.datt;
-      }
+      const float* p = probabilities_operand(scratch.datt, a, rows * keys, bf16);
       matmul(yh + bh * head + blk.r0 * hs, p, Transpose::no, v + bh * head, Transpose::no, rows, hs,
              keys, 1.0f, 0.0f);
     }
@@ -151,11 +154,7 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
       const float* a = saved.att + bh * per_head + blk.offset; // [rows, keys]
       const float* g = dyh + bh * head + blk.r0 * hs;          // [rows, hs]
       // dv first: in bf16 it reads the rounded probabilities from datt before datt is used.
-      const float* p = a;
-      if (bf16) {
-        round_to_bf16(datt, a, rows * keys);
-        p = datt;
-      }
+      const float* p = probabilities_operand(datt, a, rows * keys, bf16);
       matmul(dv + bh * head, p, Transpose::yes, g, Transpose::no, keys, hs, rows, 1.0f,
              first ? 0.0f : 1.0f);
       matmul(datt, g, Transpose::no, saved.v + bh * head, Transpose::yes, rows, keys, hs, 1.0f,

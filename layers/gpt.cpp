@@ -184,10 +184,8 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
                             "gradients (backward_weights) are not done",
                             slot));
   }
-  const int C = config_.d_model, Cl = C / tp_size_, V = config_.vocab_size,
-            NH = config_.n_head / tp_size_;
+  const int C = config_.d_model, V = config_.vocab_size;
   const long N = long(B) * T, Vl = table_.vocab_local;
-  const bool bf16 = precision_ == Precision::bf16;
   using HostTokens =
       Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   auto check_ids = [&](const std::int32_t* ids, const char* what) {
@@ -212,30 +210,8 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   }
   const float* residual = sl.encoded;
   for (std::size_t l = 0; l < sl.blocks.size(); ++l) {
-    const BlockParams& p = t.blocks[l];
-    BlockActs& a = sl.blocks[l];
-    params_needed({p.ln1_w, p.ln1_b, p.qkv_w, p.qkv_b, p.attproj_w, p.attproj_b, p.ln2_w, p.ln2_b,
-                   p.fc_w, p.fc_b, p.fcproj_w, p.fcproj_b});
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p.ln1_w), param(p.ln1_b), N,
-                      C);
-    if (bf16) round_to_bf16(a.ln1, N * C);
-    // Column-parallel QKV: this rank's heads only.
-    linear_forward(a.qkv, a.ln1, weight(p.qkv_w), param(p.qkv_b), N, C, 3 * Cl);
-    attention_forward(a.atty, a.attn, attn_scratch_, a.qkv, B, T, Cl, NH, precision_);
-    if (bf16) round_to_bf16(a.atty, N * Cl);
-    // Row-parallel projection: partial sums, all-reduced, then bias and residual once.
-    linear_forward(a.res2, a.atty, weight(p.attproj_w), nullptr, N, Cl, C);
-    tp_sum(a.res2, N * C);
-    add_bias_residual(a.res2, param(p.attproj_b), residual, N, C);
-    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, param(p.ln2_w), param(p.ln2_b), N, C);
-    if (bf16) round_to_bf16(a.ln2, N * C);
-    linear_forward(a.fch, a.ln2, weight(p.fc_w), param(p.fc_b), N, C, 4 * Cl);
-    gelu_forward(a.fch_gelu, a.fch, N * 4 * Cl);
-    if (bf16) round_to_bf16(a.fch_gelu, N * 4 * Cl);
-    linear_forward(a.res3, a.fch_gelu, weight(p.fcproj_w), nullptr, N, 4 * Cl, C);
-    tp_sum(a.res3, N * C);
-    add_bias_residual(a.res3, param(p.fcproj_b), a.res2, N, C);
-    residual = a.res3;
+    block_forward(sl.blocks[l], t.blocks[l], residual);
+    residual = sl.blocks[l].res3;
   }
   sl.have_forward = true;
   if (!stage_.head) return 0.0;
@@ -244,7 +220,7 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   params_needed({t.lnf_w, t.lnf_b, t.lm_head});
   layernorm_forward(sl.lnf, sl.lnf_mean, sl.lnf_rstd, residual, param(t.lnf_w), param(t.lnf_b), N,
                     C);
-  if (bf16) round_to_bf16(sl.lnf, N * C);
+  stored_operand(sl.lnf, N * C);
   // Vocabulary-parallel head: this rank's logit columns; the loss reduces three numbers a row.
   linear_forward(sl.logits, sl.lnf, weight(t.lm_head), nullptr, N, C, int(Vl));
   if (logits_out != nullptr) {
@@ -261,6 +237,29 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   }
   return crossentropy_forward(sl.logits, sl.losses, sl.ce_scratch, sl.targets.data(), N,
                               vocab_slice());
+}
+
+void GPT::block_forward(BlockActs& a, const BlockParams& p, const float* residual) {
+  const int B = B_, T = T_, C = config_.d_model, Cl = C / tp_size_, NH = config_.n_head / tp_size_;
+  const long N = long(B) * T;
+  params_needed({p.ln1_w, p.ln1_b, p.qkv_w, p.qkv_b, p.attproj_w, p.attproj_b, p.ln2_w, p.ln2_b,
+                 p.fc_w, p.fc_b, p.fcproj_w, p.fcproj_b});
+  layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p.ln1_w), param(p.ln1_b), N, C);
+  // Column-parallel QKV: this rank's heads only.
+  linear_forward(a.qkv, stored_operand(a.ln1, N * C), weight(p.qkv_w), param(p.qkv_b), N, C,
+                 3 * Cl);
+  attention_forward(a.atty, a.attn, attn_scratch_, a.qkv, B, T, Cl, NH, precision_);
+  // Row-parallel projection: partial sums, all-reduced, then bias and residual once.
+  linear_forward(a.res2, stored_operand(a.atty, N * Cl), weight(p.attproj_w), nullptr, N, Cl, C);
+  tp_sum(a.res2, N * C);
+  add_bias_residual(a.res2, param(p.attproj_b), residual, N, C);
+  layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, param(p.ln2_w), param(p.ln2_b), N, C);
+  linear_forward(a.fch, stored_operand(a.ln2, N * C), weight(p.fc_w), param(p.fc_b), N, C, 4 * Cl);
+  gelu_forward(a.fch_gelu, a.fch, N * 4 * Cl);
+  linear_forward(a.res3, stored_operand(a.fch_gelu, N * 4 * Cl), weight(p.fcproj_w), nullptr, N,
+                 4 * Cl, C);
+  tp_sum(a.res3, N * C);
+  add_bias_residual(a.res3, param(p.fcproj_b), a.res2, N, C);
 }
 
 void GPT::backward(float loss_weight, const float* doutput, int slot) {
@@ -304,7 +303,7 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
   if (stage_.head) {
     // The logits buffer becomes their gradient, kept in the slot until the weights are done.
     crossentropy_backward(sl.logits, sl.targets.data(), loss_weight / float(N), N, vocab_slice());
-    linear(d_ln_, t.lm_head, -1, rounded_grad(sl.logits, N * Vl), nullptr, sl.lnf, C, int(Vl));
+    linear(d_ln_, t.lm_head, -1, stored_operand(sl.logits, N * Vl), nullptr, sl.lnf, C, int(Vl));
     tp_sum(d_ln_, N * C); // conjugate of the head's replicated input
     fill_zero(d_res_, N * C);
     layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, output(slot), param(t.lnf_w),
@@ -323,18 +322,18 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
     // are summed over the group (the two backward all-reduces of a block).
     float* d_fch = defer ? a.d_fch : d_fch_;
     float* d_qkv = defer ? a.d_qkv : d_qkv_;
-    linear(d_fchg_, p.fcproj_w, p.fcproj_b, rounded_grad(d_res_, N * C), a.d_res3, a.fch_gelu,
-           4 * Cl, C);
+    linear(d_fchg_, p.fcproj_w, p.fcproj_b, residual_grad_operand(), a.d_res3, a.fch_gelu, 4 * Cl,
+           C);
     gelu_backward(d_fch, a.fch, d_fchg_, N * 4 * Cl, GradWrite::overwrite);
-    linear(d_ln_, p.fc_w, p.fc_b, rounded_grad(d_fch, N * 4 * Cl), d_fch, a.ln2, C, 4 * Cl);
+    linear(d_ln_, p.fc_w, p.fc_b, stored_operand(d_fch, N * 4 * Cl), d_fch, a.ln2, C, 4 * Cl);
     tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln2_w), grad(p.ln2_b), d_ln_, a.res2, param(p.ln2_w),
                        a.ln2_mean, a.ln2_rstd, N, C);
     // d_res now holds d res2; res2 = residual + attn(ln1(residual)).
-    linear(d_atty_, p.attproj_w, p.attproj_b, rounded_grad(d_res_, N * C), a.d_res2, a.atty, Cl, C);
+    linear(d_atty_, p.attproj_w, p.attproj_b, residual_grad_operand(), a.d_res2, a.atty, Cl, C);
     attention_backward(d_qkv, attn_scratch_, d_atty_, a.attn, B, T, Cl, NH, GradWrite::overwrite,
                        precision_);
-    linear(d_ln_, p.qkv_w, p.qkv_b, rounded_grad(d_qkv, N * 3 * Cl), d_qkv, a.ln1, C, 3 * Cl);
+    linear(d_ln_, p.qkv_w, p.qkv_b, stored_operand(d_qkv, N * 3 * Cl), d_qkv, a.ln1, C, 3 * Cl);
     tp_sum(d_ln_, N * C);
     layernorm_backward(d_res_, grad(p.ln1_w), grad(p.ln1_b), d_ln_, residual, param(p.ln1_w),
                        a.ln1_mean, a.ln1_rstd, N, C);
@@ -469,14 +468,15 @@ const float* GPT::weight(int index) {
   return weight_bf16_;
 }
 
-const float* GPT::rounded_grad(float* data, long n) {
-  if (precision_ == Precision::fp32) return data;
-  if (data == d_res_) {
-    round_to_bf16(d_res_bf16_, data, n);
-    return d_res_bf16_;
-  }
-  round_to_bf16(data, n);
+float* GPT::stored_operand(float* data, long n) {
+  if (precision_ == Precision::bf16) round_to_bf16(data, n);
   return data;
+}
+
+const float* GPT::residual_grad_operand() {
+  if (precision_ == Precision::fp32) return d_res_;
+  round_to_bf16(d_res_bf16_, d_res_, long(B_) * T_ * config_.d_model);
+  return d_res_bf16_;
 }
 
 std::vector<Span<const float>> GPT::product_operands(int slot) const {

@@ -176,9 +176,14 @@ private:
   // Parameter `index` as a matrix product reads it: itself in fp32; in bf16 its rounding, in a
   // scratch that the next call overwrites.
   const float* weight(int index);
-  // `data` [n] as the output gradient of a product: in bf16 rounded into d_res_bf16_ when it
-  // is the residual gradient (which the backward goes on adding to), else in place.
-  const float* rounded_grad(float* data, long n);
+  // `data` [n], a buffer that only products read from now on, as they read it: rounded in
+  // place in bf16, as it is in fp32.
+  float* stored_operand(float* data, long n);
+  // The residual gradient d_res_ as a product reads it: in bf16 rounded into d_res_bf16_, since
+  // the backward goes on adding to d_res_ itself.
+  const float* residual_grad_operand();
+  // One block's forward for the micro-batch of its activations `a`, from `residual` [N, C].
+  void block_forward(BlockActs& a, const BlockParams& p, const float* residual);
 
   ModelConfig config_;
   StageSpec stage_;

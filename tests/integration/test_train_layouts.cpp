@@ -82,10 +82,15 @@ std::string describe(const Layout& l) {
          std::to_string(l.tp) + ", " + l.schedule + (l.zero ? ", ZeRO-1" : "") + ", " + l.precision;
 }
 
-engine::TrainResult run(const Layout& l, const std::string& dir, double bucket_mb, int steps = 20) {
+// Trains `c` on every rank, laid out as `l`.
+engine::TrainResult train_as(const Layout& l, const engine::RunConfig& c) {
   parallel::GridOptions o;
   o.layout = {l.dp, l.pp, l.tp};
-  return engine::train(config(l, dir, bucket_mb, steps), parallel::Grid::create(MPI_COMM_WORLD, o));
+  return engine::train(c, parallel::Grid::create(MPI_COMM_WORLD, o));
+}
+
+engine::TrainResult run(const Layout& l, const std::string& dir, double bucket_mb, int steps = 20) {
+  return train_as(l, config(l, dir, bucket_mb, steps));
 }
 
 // Per tensor of two model or gradient files (rank 0 reads both): the largest difference of an
@@ -259,9 +264,7 @@ TEST(Layouts, ZeroGivesTheBitsOfPlainDataParallelism) {
   auto train = [&](const Layout& l, const std::string& out) {
     engine::RunConfig c = config(l, out, 512.0 * 4 / (1 << 20), 8);
     c.train.optim.grad_clip = 0.0;
-    parallel::GridOptions o;
-    o.layout = {l.dp, l.pp, l.tp};
-    return engine::train(c, parallel::Grid::create(MPI_COMM_WORLD, o));
+    return train_as(l, c);
   };
   const engine::TrainResult a = train(plain, dir.path + "/plain");
   const engine::TrainResult b = train(zero, dir.path + "/zero");
@@ -290,9 +293,7 @@ TEST(Layouts, StagedMpiGivesTheBitsOfMpi) {
   auto train = [&](const std::string& backend, const std::string& out) {
     engine::RunConfig c = config(l, out, 512.0 * 4 / (1 << 20), 4);
     c.parallel.backend = backend;
-    parallel::GridOptions o;
-    o.layout = {l.dp, l.pp, l.tp};
-    return engine::train(c, parallel::Grid::create(MPI_COMM_WORLD, o));
+    return train_as(l, c);
   };
   const engine::TrainResult a = train("mpi", dir.path + "/mpi");
   const engine::TrainResult b = train("mpi-staged", dir.path + "/staged");
