@@ -2,12 +2,18 @@
 #include "parallel/diagnostics.hpp"
 
 #include <mpi.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
+
+#include <linux/sockios.h>
 
 #include <fmt/format.h>
 
@@ -74,12 +80,43 @@ std::string where() {
   return text + grid_part();
 }
 
+bool output_drained(int fd, double timeout_seconds) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return true;
+  // FIONREAD counts a pipe's unread bytes from either end; SIOCOUTQ, a socket's bytes the peer
+  // has not taken yet.
+  unsigned long request = 0;
+  if (S_ISFIFO(st.st_mode)) {
+    request = FIONREAD;
+  } else if (S_ISSOCK(st.st_mode)) {
+    request = SIOCOUTQ;
+  } else {
+    return true;
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_seconds));
+  while (true) {
+    int unread = 0;
+    if (ioctl(fd, request, &unread) != 0 || unread <= 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 void abort_job(const std::string& message, const std::string& grid_context) {
   std::string at = where();
   if (at.find(", grid (") == std::string::npos) at += grid_context;
   std::fprintf(stderr, "gridlm: fatal error on %s:\n  %s\n", at.c_str(), message.c_str());
-  std::fflush(stderr);
-  if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::fflush(nullptr);
+  if (mpi_running()) {
+    // Seen in CI: a run that ended by MPI_Abort with none of its ranks' last lines in the log.
+    // Once a rank's pipe is read, mpiexec's proxy still passes the lines on to mpiexec, hence
+    // the pause after.
+    const bool drained = output_drained(STDOUT_FILENO, 1.0) && output_drained(STDERR_FILENO, 1.0);
+    if (drained) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   std::exit(1);
 }
 

@@ -65,8 +65,15 @@ std::string grid_part();
 // This process's host name.
 std::string host_name();
 
+// Whether everything written to `fd` has been read at the other end, waiting up to
+// `timeout_seconds`: for a pipe or a socket (how mpiexec and srun collect a rank's output),
+// the bytes still unread; anything else (a file, a terminal) is drained at once.
+bool output_drained(int fd, double timeout_seconds);
+
 // Prints the message with where() to stderr and ends every rank with MPI_Abort (or exits,
-// when MPI is not running). For errors other ranks cannot know about.
+// when MPI is not running). For errors other ranks cannot know about. It waits (2 s at most)
+// for the launcher to have read the message first: MPI_Abort makes it end every rank at once,
+// and what it has not yet read from their pipes is lost.
 // `grid_context` (an Error's) is named when no grid exists any more.
 [[noreturn]] void abort_job(const std::string& message, const std::string& grid_context = "");
 

@@ -76,9 +76,11 @@ Watchdog::Watchdog(WatchdogOptions options) : options_(std::move(options)) {
   started_ = flight::wall_seconds();
   if (options_.timeout_seconds <= 0) return;
   // Only while a watchdog can answer: otherwise SIGQUIT keeps its default meaning.
+  // Counted here, not in the thread: a SIGQUIT before the thread first runs is still new to it.
+  const int dumps_seen = dump_requests.load();
   previous_quit_ = std::signal(SIGQUIT, on_dump_signal);
   if (previous_quit_ == SIG_ERR) previous_quit_ = SIG_DFL;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this, dumps_seen] { loop(dumps_seen); });
 }
 
 Watchdog::~Watchdog() {
@@ -186,7 +188,7 @@ struct Reporter {
 
 } // namespace
 
-void Watchdog::loop() {
+void Watchdog::loop(int dumps_seen) {
   const double poll = std::clamp(options_.timeout_seconds / 10.0, 0.05, 1.0);
   const fs::path dir = fs::path(options_.dir) / "hang";
   const Reporter reporter{options_,
@@ -197,7 +199,23 @@ void Watchdog::loop() {
                           dir / "request",
                           dir / fmt::format("rank-{}.json", options_.rank)};
   double answered = started_;
-  int dumps_seen = dump_requests.load();
+  // A request newer than the last answered, and a SIGQUIT not yet acted on.
+  const auto answer = [&] {
+    try {
+      if (const double asked = mtime(reporter.request); asked > answered) {
+        answered = asked;
+        reporter.report(-1.0, read_text(reporter.request));
+      }
+      if (const int dumps = dump_requests.load(); dumps != dumps_seen) {
+        dumps_seen = dumps;
+        answered = reporter.dump();
+      }
+    } catch (const std::exception& e) {
+      // A report that cannot be written must not end a run that is not hung.
+      print(fmt::format("gridlm: warning: rank {}'s watchdog could not write its report: {}\n",
+                        options_.rank, e.what()));
+    }
+  };
   // Time stuck in one wait, counted on the steady clock and a poll at most per poll, so that
   // neither a clock step nor a suspended job (SIGSTOP, then SIGCONT) reads as a hang.
   double stuck = 0.0;
@@ -207,8 +225,13 @@ void Watchdog::loop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       if (wake_.wait_for(lock, std::chrono::duration<double>(poll),
-                         [this] { return stop_.load(); }))
+                         [this] { return stop_.load(); })) {
+        lock.unlock();
+        // The run ends, maybe before the next poll: what was asked while it ran still gets its
+        // answer (seen in CI: a SIGQUIT near the end of a run got one report of two).
+        answer();
         break;
+      }
     }
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - last_poll).count();
@@ -225,20 +248,7 @@ void Watchdog::loop() {
                         options_.rank, options_.timeout_seconds, e.what(), exit_hung));
       std::_Exit(exit_hung);
     }
-    try {
-      if (const double asked = mtime(reporter.request); asked > answered) {
-        answered = asked;
-        reporter.report(-1.0, read_text(reporter.request));
-      }
-      if (const int dumps = dump_requests.load(); dumps != dumps_seen) {
-        dumps_seen = dumps;
-        answered = reporter.dump();
-      }
-    } catch (const std::exception& e) {
-      // A report that cannot be written must not end a run that is not hung.
-      print(fmt::format("gridlm: warning: rank {}'s watchdog could not write its report: {}\n",
-                        options_.rank, e.what()));
-    }
+    answer();
   }
 }
 

@@ -38,7 +38,8 @@ public:
   Watchdog& operator=(const Watchdog&) = delete;
 
 private:
-  void loop();
+  // dumps_seen: SIGQUITs counted before this watchdog started.
+  void loop(int dumps_seen);
 
   WatchdogOptions options_;
   double started_ = 0.0; // wall-clock seconds: files older than this are a previous run's
