@@ -2,7 +2,9 @@
 // GEMMs per (batch, head, causal row block).
 #include "layers/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "layers/fast_math.hpp"
 #include "layers/kernels.hpp"
@@ -64,12 +66,16 @@ void from_heads(float* dst, const float* src, long row_stride, long col, int B, 
       });
 }
 
-// One block's probabilities a [n] as their products read them: themselves in fp32; in bf16
-// rounded into `scratch` (they stay fp32 for the softmax backward).
-const float* probabilities_operand(float* scratch, const float* a, long n, bool bf16) {
-  if (!bf16) return a;
-  round_to_bf16(scratch, a, n);
-  return scratch;
+// One block's probabilities for g heads, head i's [n] at a + i * stride, as their products
+// read them: themselves in fp32 (returned with their stride); in bf16 rounded into `scratch`,
+// head after head (they stay fp32 for the softmax backward).
+std::pair<const float*, long> probabilities_operand(float* scratch, const float* a, long stride,
+                                                    long n, long g, bool bf16) {
+  if (!bf16) return {a, stride};
+  for_each(
+      "layers::Attention::round_probabilities", g * n,
+      KOKKOS_LAMBDA(long i) { scratch[i] = round_to_bf16(a[(i / n) * stride + i % n]); });
+  return {scratch, n};
 }
 
 } // namespace
@@ -77,6 +83,11 @@ const float* probabilities_operand(float* scratch, const float* a, long n, bool 
 std::size_t attention_scores_per_head(int T) {
   const Block last = block(T, num_blocks(T) - 1);
   return std::size_t(last.offset + (last.r1 - last.r0) * last.r1);
+}
+
+long attention_heads_per_launch(long heads) {
+  using Memory = Kokkos::DefaultExecutionSpace::memory_space;
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible ? 1 : heads;
 }
 
 void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratch, const float* qkv,
@@ -96,35 +107,30 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
       round_to_bf16(x, long(B) * NH * T * hs);
   }
   const long head = long(T) * hs, per_head = long(attention_scores_per_head(T));
-  for (long bh = 0; bh < long(B) * NH; ++bh) {
+  const long heads = long(B) * NH, group = std::max(1L, std::min(heads, scratch.heads_at_once));
+  for (long h0 = 0; h0 < heads; h0 += group) {
+    const long g = std::min(group, heads - h0);
     for (long r = 0; r < num_blocks(T); ++r) {
       const Block blk = block(T, r);
-      const long rows = blk.r1 - blk.r0, keys = blk.r1;
-      float* a = saved.att + bh * per_head + blk.offset; // [rows, keys]
-      matmul(a, q + bh * head + blk.r0 * hs, Transpose::no, k + bh * head, Transpose::yes, rows,
-             keys, hs, scale, 0.0f);
-      const long r0 = blk.r0;
-      for_each(
-          "layers::Attention::causal_softmax", rows, KOKKOS_LAMBDA(long i) {
-            const long t = r0 + i; // keys 0..t are visible
-            float* ar = a + i * keys;
-            float mx = ar[0];
-            for (long j = 1; j <= t; ++j)
-              mx = ar[j] > mx ? ar[j] : mx;
-            float sum = 0.0f;
-            for (long j = 0; j <= t; ++j) {
-              ar[j] = fast_exp(ar[j] - mx);
-              sum += ar[j];
-            }
+      const long rows = blk.r1 - blk.r0, keys = blk.r1, r0 = blk.r0;
+      float* a = saved.att + h0 * per_head + blk.offset; // g x [rows, keys], per_head apart
+      matmul_batched(a, per_head, q + h0 * head + r0 * hs, head, Transpose::no, k + h0 * head, head,
+                     Transpose::yes, rows, keys, hs, scale, 0.0f, g);
+      for_each_row(
+          "layers::Attention::causal_softmax", g * rows, KOKKOS_LAMBDA(const Team& team) {
+            const long gi = team.league_rank(), i = gi % rows, t = r0 + i; // keys 0..t visible
+            float* ar = a + (gi / rows) * per_head + i * keys;
+            const float mx = team_max(team, ar, t + 1, -3.0e38f);
+            const float sum =
+                team_sum(team, t + 1, [&](long j) { return ar[j] = fast_exp(ar[j] - mx); });
             const float inv = 1.0f / sum;
-            for (long j = 0; j <= t; ++j)
-              ar[j] *= inv;
-            for (long j = t + 1; j < keys; ++j)
-              ar[j] = 0.0f;
+            team_for(team, t + 1, [&](long j) { ar[j] *= inv; });
+            team_for(team, keys - t - 1, [&](long j) { ar[t + 1 + j] = 0.0f; });
           });
-      const float* p = probabilities_operand(scratch.datt, a, rows * keys, bf16);
-      matmul(yh + bh * head + blk.r0 * hs, p, Transpose::no, v + bh * head, Transpose::no, rows, hs,
-             keys, 1.0f, 0.0f);
+      const auto [p, p_stride] =
+          probabilities_operand(scratch.datt, a, per_head, rows * keys, g, bf16);
+      matmul_batched(yh + h0 * head + r0 * hs, head, p, p_stride, Transpose::no, v + h0 * head,
+                     head, Transpose::no, rows, hs, keys, 1.0f, 0.0f, g);
     }
   }
   from_heads(out, yh, C, 0, B, T, NH, hs, Assign{});
@@ -144,41 +150,39 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
   to_heads(dyh, dout, C, 0, B, T, NH, hs);
   if (bf16) round_to_bf16(dyh, long(B) * NH * T * hs);
   const long head = long(T) * hs, per_head = long(attention_scores_per_head(T));
-  for (long bh = 0; bh < long(B) * NH; ++bh) {
+  const long heads = long(B) * NH, group = std::max(1L, std::min(heads, scratch.heads_at_once));
+  for (long h0 = 0; h0 < heads; h0 += group) {
+    const long g = std::min(group, heads - h0);
     // Last block first: it touches every key row, so it initialises dk and dv (beta 0) and the
     // earlier blocks accumulate into their prefixes.
     for (long r = num_blocks(T) - 1; r >= 0; --r) {
       const Block blk = block(T, r);
-      const long rows = blk.r1 - blk.r0, keys = blk.r1;
-      const bool first = r == num_blocks(T) - 1;
-      const float* a = saved.att + bh * per_head + blk.offset; // [rows, keys]
-      const float* g = dyh + bh * head + blk.r0 * hs;          // [rows, hs]
+      const long rows = blk.r1 - blk.r0, keys = blk.r1, r0 = blk.r0, block_size = rows * keys;
+      const float beta = r == num_blocks(T) - 1 ? 0.0f : 1.0f;
+      const float* a = saved.att + h0 * per_head + blk.offset; // g x [rows, keys]
+      const float* dy = dyh + h0 * head + r0 * hs;             // g x [rows, hs]
       // dv first: in bf16 it reads the rounded probabilities from datt before datt is used.
-      const float* p = probabilities_operand(datt, a, rows * keys, bf16);
-      matmul(dv + bh * head, p, Transpose::yes, g, Transpose::no, keys, hs, rows, 1.0f,
-             first ? 0.0f : 1.0f);
-      matmul(datt, g, Transpose::no, saved.v + bh * head, Transpose::yes, rows, keys, hs, 1.0f,
-             0.0f);
-      const long r0 = blk.r0;
+      const auto [p, p_stride] = probabilities_operand(datt, a, per_head, block_size, g, bf16);
+      matmul_batched(dv + h0 * head, head, p, p_stride, Transpose::yes, dy, head, Transpose::no,
+                     keys, hs, rows, 1.0f, beta, g);
+      matmul_batched(datt, block_size, dy, head, Transpose::no, saved.v + h0 * head, head,
+                     Transpose::yes, rows, keys, hs, 1.0f, 0.0f, g);
       // Softmax backward in place: dS = att * (datt - rowsum(att * datt)) * scale.
-      for_each(
-          "layers::Attention::softmax_backward", rows, KOKKOS_LAMBDA(long i) {
-            const long t = r0 + i;
-            const float* ar = a + i * keys;
-            float* dr = datt + i * keys;
-            float dot = 0.0f;
-            for (long j = 0; j <= t; ++j)
-              dot += ar[j] * dr[j];
-            for (long j = 0; j <= t; ++j)
-              dr[j] = ar[j] * (dr[j] - dot) * scale;
-            for (long j = t + 1; j < keys; ++j)
-              dr[j] = 0.0f;
+      for_each_row(
+          "layers::Attention::softmax_backward", g * rows, KOKKOS_LAMBDA(const Team& team) {
+            const long gi = team.league_rank(), i = gi % rows, t = r0 + i;
+            const float* ar = a + (gi / rows) * per_head + i * keys;
+            float* dr = datt + gi * keys; // (gi / rows) * block_size + i * keys
+            const float dot = team_sum(team, t + 1, [&](long j) { return ar[j] * dr[j]; });
+            team_for(team, t + 1, [&](long j) { dr[j] = ar[j] * (dr[j] - dot) * scale; });
+            team_for(team, keys - t - 1, [&](long j) { dr[t + 1 + j] = 0.0f; });
           });
-      if (bf16) round_to_bf16(datt, rows * keys);
-      matmul(dq + bh * head + blk.r0 * hs, datt, Transpose::no, saved.k + bh * head, Transpose::no,
-             rows, hs, keys, 1.0f, 0.0f);
-      matmul(dk + bh * head, datt, Transpose::yes, saved.q + bh * head + blk.r0 * hs, Transpose::no,
-             keys, hs, rows, 1.0f, first ? 0.0f : 1.0f);
+      if (bf16) round_to_bf16(datt, g * block_size);
+      matmul_batched(dq + h0 * head + r0 * hs, head, datt, block_size, Transpose::no,
+                     saved.k + h0 * head, head, Transpose::no, rows, hs, keys, 1.0f, 0.0f, g);
+      matmul_batched(dk + h0 * head, head, datt, block_size, Transpose::yes,
+                     saved.q + h0 * head + r0 * hs, head, Transpose::no, keys, hs, rows, 1.0f, beta,
+                     g);
     }
   }
   // Two instantiations rather than a select inside one loop, which would keep it scalar.

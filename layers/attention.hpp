@@ -2,7 +2,8 @@
 // Heads are split into contiguous per-head matrices. The causal score matrix is computed in row
 // blocks of attention_block rows: block r needs only the keys up to its last row, so the GEMMs
 // skip most of the masked upper triangle (10/16 of the full work at 4 blocks). Each block's
-// scores are stored packed, [rows x keys] contiguous, so every GEMM operand is contiguous.
+// scores are stored packed, [rows x keys] contiguous, so every GEMM operand is contiguous. A
+// block's products for several heads go in one batched GEMM, its softmax in one launch.
 #pragma once
 
 #include <cstddef>
@@ -26,12 +27,18 @@ struct AttentionSaved {
 
 // Scratch used inside forward and backward; contents are not kept.
 struct AttentionScratch {
-  float* yh;   // [B,NH,T,hs] per-head outputs / output gradients
-  float* datt; // [attention_block, T] one block's score gradients
-  float* dq;   // [B,NH,T,hs]
-  float* dk;   // [B,NH,T,hs]
-  float* dv;   // [B,NH,T,hs]
+  float* yh;              // [B,NH,T,hs] per-head outputs / output gradients
+  float* datt;            // [heads_at_once, attention_block, T] one block's score gradients
+  float* dq;              // [B,NH,T,hs]
+  float* dk;              // [B,NH,T,hs]
+  float* dv;              // [B,NH,T,hs]
+  long heads_at_once = 1; // (sequence, head) pairs whose blocks go in one launch
 };
+
+// How many (sequence, head) pairs of `heads` one launch should take: all of them on a GPU, where
+// a launch per head and block would leave it idle; one on a CPU, whose caches hold one head's
+// block between its products and its softmax.
+long attention_heads_per_launch(long heads);
 
 // out[B,T,C] = attention(qkv[B,T,3C]) with qkv = [q | k | v], C = NH * hs.
 // In bf16 (see Precision) the saved q, k and v are stored rounded, and the probabilities are

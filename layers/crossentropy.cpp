@@ -18,40 +18,40 @@ double crossentropy_forward(float* logits_to_probs, float* losses, float* scratc
   const long valid = std::clamp(slice.vocab_size - v0, 0L, V);
   float* mx = scratch;        // [N] row maximum over the group
   float* sum_t = scratch + N; // [2N] sum of exponentials, target logit
-  for_each(
-      "layers::CrossEntropy::local_max", N, KOKKOS_LAMBDA(long n) {
-        const float* p = logits_to_probs + n * V;
-        float m = -3.0e38f;
-        for (long j = 0; j < valid; ++j)
-          m = p[j] > m ? p[j] : m;
-        mx[n] = m;
+  for_each_row(
+      "layers::CrossEntropy::local_max", N, KOKKOS_LAMBDA(const Team& team) {
+        const long n = team.league_rank();
+        const float m = team_max(team, logits_to_probs + n * V, valid, -3.0e38f);
+        Kokkos::single(Kokkos::PerTeam(team), [&] { mx[n] = m; });
       });
   const bool grouped = slice.group != nullptr && slice.group->size() > 1;
   if (grouped) slice.group->all_reduce(Span<float>(mx, std::size_t(N)), parallel::ReduceOp::max);
-  for_each(
-      "layers::CrossEntropy::local_sum", N, KOKKOS_LAMBDA(long n) {
+  for_each_row(
+      "layers::CrossEntropy::local_sum", N, KOKKOS_LAMBDA(const Team& team) {
+        const long n = team.league_rank();
         float* p = logits_to_probs + n * V;
-        const long target = long(targets[n]) - v0;
-        sum_t[N + n] = target >= 0 && target < valid ? p[target] : 0.0f;
         const float m = mx[n];
-        float s = 0.0f;
-        for (long j = 0; j < valid; ++j) {
-          p[j] = fast_exp(p[j] - m);
-          s += p[j];
-        }
-        for (long j = valid; j < V; ++j)
-          p[j] = 0.0f;
-        sum_t[n] = s;
+        const long target = long(targets[n]) - v0;
+        // Read before the loop below turns the logits into exponentials.
+        const float target_logit = target >= 0 && target < valid ? p[target] : 0.0f;
+        team.team_barrier();
+        const float s = team_sum(team, valid, [&](long j) { return p[j] = fast_exp(p[j] - m); });
+        team_for(team, V - valid, [&](long j) { p[valid + j] = 0.0f; });
+        Kokkos::single(Kokkos::PerTeam(team), [&] {
+          sum_t[n] = s;
+          sum_t[N + n] = target_logit;
+        });
       });
   if (grouped) slice.group->all_reduce(Span<float>(sum_t, std::size_t(2 * N)));
-  for_each(
-      "layers::CrossEntropy::normalise", N, KOKKOS_LAMBDA(long n) {
+  for_each_row(
+      "layers::CrossEntropy::normalise", N, KOKKOS_LAMBDA(const Team& team) {
+        const long n = team.league_rank();
         float* p = logits_to_probs + n * V;
         const float inv = 1.0f / sum_t[n];
-        for (long j = 0; j < valid; ++j)
-          p[j] *= inv;
+        team_for(team, valid, [&](long j) { p[j] *= inv; });
         // log-sum-exp form: exact even when the target's probability underflows.
-        losses[n] = std::log(sum_t[n]) - (sum_t[N + n] - mx[n]);
+        Kokkos::single(Kokkos::PerTeam(team),
+                       [&] { losses[n] = std::log(sum_t[n]) - (sum_t[N + n] - mx[n]); });
       });
   double total = 0.0;
   Kokkos::parallel_reduce(
@@ -63,13 +63,15 @@ double crossentropy_forward(float* logits_to_probs, float* losses, float* scratc
 void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets, float dloss,
                            long N, const VocabSlice& slice) {
   const long V = slice.local, v0 = slice.begin;
-  for_each(
-      "layers::CrossEntropy::backward", N, KOKKOS_LAMBDA(long n) {
+  for_each_row(
+      "layers::CrossEntropy::backward", N, KOKKOS_LAMBDA(const Team& team) {
+        const long n = team.league_rank();
         float* p = probs_to_dlogits + n * V;
-        for (long j = 0; j < V; ++j)
-          p[j] *= dloss;
         const long target = long(targets[n]) - v0;
-        if (target >= 0 && target < V) p[target] -= dloss;
+        team_for(team, V, [&](long j) { p[j] *= dloss; });
+        team.team_barrier();
+        if (target >= 0 && target < V)
+          Kokkos::single(Kokkos::PerTeam(team), [&] { p[target] -= dloss; });
       });
 }
 

@@ -132,7 +132,9 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
     d_fch_ = s.take(N * 4 * Cl);
     d_fchg_ = s.take(N * 4 * Cl);
     attn_scratch_.yh = s.take(N * Cl);
-    attn_scratch_.datt = s.take(std::size_t(attention_block) * T);
+    attn_scratch_.heads_at_once = attention_heads_per_launch(long(B) * long(NH));
+    attn_scratch_.datt =
+        s.take(std::size_t(attn_scratch_.heads_at_once) * std::size_t(attention_block) * T);
     attn_scratch_.dq = s.take(N * Cl);
     attn_scratch_.dk = s.take(N * Cl);
     attn_scratch_.dv = s.take(N * Cl);

@@ -9,51 +9,52 @@ namespace gridlm::layers {
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                        const float* b, long N, int C) {
-  for_each(
-      "layers::LayerNorm::forward", N, KOKKOS_LAMBDA(long n) {
+  for_each_row(
+      "layers::LayerNorm::forward", N, KOKKOS_LAMBDA(const Team& team) {
+        const long n = team.league_rank();
         const float* x = inp + n * C;
-        float m = 0.0f;
-        for (int i = 0; i < C; ++i)
-          m += x[i];
-        m /= C;
-        float v = 0.0f;
-        for (int i = 0; i < C; ++i) {
-          const float d = x[i] - m;
-          v += d * d;
-        }
-        v /= C;
+        const float m = team_sum(team, C, [&](long i) { return x[i]; }) / C;
+        const float v = team_sum(team, C,
+                                 [&](long i) {
+                                   const float d = x[i] - m;
+                                   return d * d;
+                                 }) /
+                        C;
         const float s = 1.0f / std::sqrt(v + 1e-5f);
         float* o = out + n * C;
-        for (int i = 0; i < C; ++i)
-          o[i] = (x[i] - m) * s * w[i] + b[i];
-        mean[n] = m;
-        rstd[n] = s;
+        team_for(team, C, [&](long i) { o[i] = (x[i] - m) * s * w[i] + b[i]; });
+        Kokkos::single(Kokkos::PerTeam(team), [&] {
+          mean[n] = m;
+          rstd[n] = s;
+        });
       });
 }
 
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, long N, int C) {
-  for_each(
-      "layers::LayerNorm::backward_input", N, KOKKOS_LAMBDA(long n) {
+  for_each_row(
+      "layers::LayerNorm::backward_input", N, KOKKOS_LAMBDA(const Team& team) {
+        const long n = team.league_rank();
         const float* x = inp + n * C;
         const float* dy = dout + n * C;
         const float m = mean[n], s = rstd[n];
         // Two reductions: mean of dnorm and mean of dnorm * norm.
-        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-        for (int i = 0; i < C; ++i) {
-          const float norm = (x[i] - m) * s;
-          const float dnorm = w[i] * dy[i];
-          dnorm_mean += dnorm;
-          dnorm_norm_mean += dnorm * norm;
-        }
+        float dnorm_mean, dnorm_norm_mean;
+        team_sums(
+            team, C,
+            [&](long i, float& dnorm, float& dnorm_norm) {
+              dnorm = w[i] * dy[i];
+              dnorm_norm = dnorm * ((x[i] - m) * s);
+            },
+            dnorm_mean, dnorm_norm_mean);
         dnorm_mean /= C;
         dnorm_norm_mean /= C;
         float* dx = dinp + n * C;
-        for (int i = 0; i < C; ++i) {
+        team_for(team, C, [&](long i) {
           const float norm = (x[i] - m) * s;
           const float dnorm = w[i] * dy[i];
           dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
-        }
+        });
       });
   // Column blocks: each block walks the rows once, reading contiguous slices, and owns its
   // columns of dw and db (no races when blocks run in parallel).
