@@ -46,14 +46,26 @@ parallel::StagingCopies kokkos_copies() {
   using Host = Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using ConstHost =
       Kokkos::View<const char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  return {[](void* host, const void* device, std::size_t bytes) {
-            Kokkos::deep_copy(Host(static_cast<char*>(host), bytes),
-                              ConstDevice(static_cast<const char*>(device), bytes));
-          },
-          [](void* device, const void* host, std::size_t bytes) {
-            Kokkos::deep_copy(Device(static_cast<char*>(device), bytes),
-                              ConstHost(static_cast<const char*>(host), bytes));
-          }};
+  parallel::StagingCopies copies{
+      [](void* host, const void* device, std::size_t bytes) {
+        Kokkos::deep_copy(Host(static_cast<char*>(host), bytes),
+                          ConstDevice(static_cast<const char*>(device), bytes));
+      },
+      [](void* device, const void* host, std::size_t bytes) {
+        Kokkos::deep_copy(Device(static_cast<char*>(device), bytes),
+                          ConstHost(static_cast<const char*>(host), bytes));
+      }};
+#if defined(KOKKOS_ENABLE_CUDA)
+  // Pinned, so that the copies run at the bus's speed; the pool keeps them, since pinning costs
+  // milliseconds per buffer.
+  copies.allocate = [](std::size_t bytes) {
+    return Kokkos::kokkos_malloc<Kokkos::CudaHostPinnedSpace>("gridlm::StagedComm", bytes);
+  };
+  copies.release = [](void* host, std::size_t) {
+    Kokkos::kokkos_free<Kokkos::CudaHostPinnedSpace>(host);
+  };
+#endif
+  return copies;
 }
 
 } // namespace

@@ -254,6 +254,55 @@ TEST(StagedComm, CopiesEachOperationsBytesOnceEachWay) {
   EXPECT_EQ(b[0], float(n));
 }
 
+// Host buffers are kept: the same operations again allocate nothing, a larger one allocates
+// once, operations in flight together each get their own, and every buffer is released once.
+TEST(StagedComm, ReusesItsHostBuffers) {
+  struct Counts {
+    int allocated = 0, released = 0;
+  };
+  const auto counts = std::make_shared<Counts>();
+  StagingCopies copies{
+      [](void* host, const void* device, std::size_t bytes) { std::memcpy(host, device, bytes); },
+      [](void* device, const void* host, std::size_t bytes) { std::memcpy(device, host, bytes); },
+      [counts](std::size_t bytes) {
+        ++counts->allocated;
+        return ::operator new(bytes);
+      },
+      [counts](void* host, std::size_t) {
+        ++counts->released;
+        ::operator delete(host);
+      }};
+  {
+    StagedComm c(std::make_unique<MpiComm>(borrow_comm(MPI_COMM_WORLD)), std::move(copies));
+    const float n = float(c.size());
+    std::vector<float> small(16, 1.0f), large(64, 1.0f), other(16, 1.0f);
+    for (int i = 0; i < 5; ++i) {
+      std::fill(small.begin(), small.end(), 1.0f);
+      c.all_reduce(Span<float>(small));
+      EXPECT_EQ(small[0], n);
+    }
+    EXPECT_EQ(c.host_buffers_allocated(), 1u);
+    c.all_reduce(Span<float>(large));
+    EXPECT_EQ(c.host_buffers_allocated(), 2u);
+    // Both in flight at once: the two kept buffers serve them.
+    Request a = c.iall_reduce(Span<float>(small)), b = c.iall_reduce(Span<float>(other));
+    a.wait();
+    b.wait();
+    EXPECT_EQ(c.host_buffers_allocated(), 2u);
+    EXPECT_EQ(other[0], n);
+    // A third at once needs a third buffer.
+    Request d = c.iall_reduce(Span<float>(small)), e = c.iall_reduce(Span<float>(other));
+    Request f = c.iall_reduce(Span<float>(large));
+    d.wait();
+    e.wait();
+    f.wait();
+    EXPECT_EQ(c.host_buffers_allocated(), 3u);
+    EXPECT_EQ(counts->allocated, 3);
+    EXPECT_EQ(counts->released, 0);
+  }
+  EXPECT_EQ(counts->released, 3);
+}
+
 TEST(MpiComm, CollectivesOnEachGridAxis) {
   const int world = test::world_size();
   for (const Layout& l : all_layouts(world)) {
