@@ -57,29 +57,35 @@ OpTimes measured_op(const Profile& p, Piece piece, int tp, int b) {
   return pick(*at_tp.back(), piece);
 }
 
-// A machine file: GEMM FLOPs at its matmul throughput, element-wise bytes at its memory
-// bandwidth, and the tensor-parallel all-reduces over its intra-node link.
-OpTimes machine_op(const Profile& p, const layers::ModelConfig& m, Piece piece, int tp, int b) {
+// A machine file: each GEMM's FLOPs at the throughput its size gets in the run's precision,
+// element-wise bytes at its memory bandwidth, and the tensor-parallel all-reduces over its
+// intra-node link.
+OpTimes machine_op(const Profile& p, const layers::ModelConfig& m, const std::string& precision,
+                   Piece piece, int tp, int b) {
   const double N = double(b) * m.seq_len, C = m.d_model, T = m.seq_len, V = m.vocab_size;
   const double act_bytes = p.activation_bytes * N * C;
+  const auto gemm = [&](double flops) { return matmul_seconds(p, precision, flops); };
   OpTimes t;
   if (piece == Piece::block) {
-    const double gemm = 2 * N * 12 * C * C / tp;     // forward multiply-adds x 2
-    const double attention = 2 * 2 * N * T * C / tp; // QK^T and AV over the full matrix
-    const double elementwise = 40 * N * C / tp * 4;  // LayerNorms, GELU, softmax, residuals
+    // The block's four weight products (QKV, attention projection, MLP up and down), 2 N C C'
+    // FLOPs each; each half of the backward repeats them.
+    const double weights =
+        gemm(2 * N * C * 3 * C / tp) + gemm(2 * N * C * C / tp) + 2 * gemm(2 * N * C * 4 * C / tp);
+    // QK^T and AV over the full matrix, each one batched product over the (sequence, head)
+    // pairs; the input half of the backward has two of each.
+    const double attention = 2 * gemm(2 * N * T * C / tp);
+    const double elementwise = 40 * N * C / tp * 4; // LayerNorms, GELU, softmax, residuals
     const double ar = tp > 1 ? 2 * all_reduce_seconds(p.intra.all_reduce, act_bytes, tp) : 0;
-    const double fwd = (gemm + attention) / p.matmul_flops + elementwise / p.memory_bandwidth;
-    t.forward = fwd + ar;
-    t.backward_input =
-        (gemm + 2 * attention) / p.matmul_flops + 2 * elementwise / p.memory_bandwidth + ar;
-    t.backward_weight = gemm / p.matmul_flops;
+    t.forward = weights + attention + elementwise / p.memory_bandwidth + ar;
+    t.backward_input = weights + 2 * attention + 2 * elementwise / p.memory_bandwidth + ar;
+    t.backward_weight = weights;
     t.backward = t.backward_input + t.backward_weight;
   } else if (piece == Piece::head) {
-    const double gemm = 2 * N * C * V / tp;
+    const double product = gemm(2 * N * C * V / tp);
     const double softmax = 4 * N * V / tp * 4;
-    t.forward = gemm / p.matmul_flops + softmax / p.memory_bandwidth;
+    t.forward = product + softmax / p.memory_bandwidth;
     t.backward_input = t.forward;
-    t.backward_weight = gemm / p.matmul_flops;
+    t.backward_weight = product;
     t.backward = t.backward_input + t.backward_weight;
   } else {
     // The embedding's gradients come with the input half (GPT::backward_input).
@@ -90,8 +96,9 @@ OpTimes machine_op(const Profile& p, const layers::ModelConfig& m, Piece piece, 
   return t;
 }
 
-OpTimes op_cost(const Profile& p, const layers::ModelConfig& m, Piece piece, int tp, int b) {
-  return p.source == "machine" ? machine_op(p, m, piece, tp, b) : measured_op(p, piece, tp, b);
+OpTimes op_cost(const Profile& p, const RunConfig& config, Piece piece, int tp, int b) {
+  return p.source == "machine" ? machine_op(p, config.model, config.train.precision, piece, tp, b)
+                               : measured_op(p, piece, tp, b);
 }
 
 // Floats of parameters a rank of virtual stage q holds, from the model's own table.
@@ -246,9 +253,9 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
   const int K = machine.ranks_per_node, P = l.pp, Q = l.pp * c.chunks, b = c.micro_batch;
   const parallel::ScheduleKind kind = parallel::parse_schedule(c.schedule);
   const bool split = kind == parallel::ScheduleKind::zb_h1;
-  const OpTimes blk = op_cost(machine, m, Piece::block, l.tp, b);
-  const OpTimes emb = op_cost(machine, m, Piece::embedding, l.tp, b);
-  const OpTimes head = op_cost(machine, m, Piece::head, l.tp, b);
+  const OpTimes blk = op_cost(machine, config, Piece::block, l.tp, b);
+  const OpTimes emb = op_cost(machine, config, Piece::embedding, l.tp, b);
+  const OpTimes head = op_cost(machine, config, Piece::head, l.tp, b);
   auto link = [&](bool inside) -> const CommCosts& {
     if (inside || !machine.inter) return machine.intra;
     return *machine.inter;

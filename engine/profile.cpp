@@ -127,6 +127,28 @@ double half_latency_steps(int g) { return g - 1.0; }
 double half_bandwidth_share(int g) { return (g - 1.0) / g; }
 double one_step(int) { return 1.0; }
 
+double matmul_seconds(const Profile& machine, const std::string& precision, double flops) {
+  const auto curve = machine.matmul_curves.find(precision);
+  if (curve == machine.matmul_curves.end()) {
+    if (machine.matmul_flops <= 0) {
+      throw Error(fmt::format("machine file '{}' gives no GEMM throughput for {}: add a "
+                              "'matmul.{}' curve or 'matmul_flops' to it",
+                              machine.name, precision, precision));
+    }
+    return flops / machine.matmul_flops;
+  }
+  const std::vector<MatmulPoint>& q = curve->second;
+  if (flops <= q.front().gemm_flops) return flops / q.front().flop_per_s;
+  if (flops >= q.back().gemm_flops) return flops / q.back().flop_per_s;
+  std::size_t i = 1;
+  while (q[i].gemm_flops < flops)
+    ++i;
+  const double f =
+      std::log(flops / q[i - 1].gemm_flops) / std::log(q[i].gemm_flops / q[i - 1].gemm_flops);
+  const double rate = q[i - 1].flop_per_s * std::pow(q[i].flop_per_s / q[i - 1].flop_per_s, f);
+  return flops / rate;
+}
+
 double all_reduce_seconds(const LinkCost& l, double bytes, int g) {
   if (g <= 1) return 0;
   return all_reduce_latency_steps(g) * l.latency +
@@ -167,6 +189,40 @@ LinkCost fit_link(const std::vector<CommSample>& samples, double (*latency_steps
   return LinkCost{latency, 1.0 / inv_bw};
 }
 
+json curves_json(const std::map<std::string, std::vector<MatmulPoint>>& curves) {
+  json j = json::object();
+  for (const auto& [precision, points] : curves) {
+    json list = json::array();
+    for (const MatmulPoint& q : points)
+      list.push_back({{"gemm_flops", q.gemm_flops}, {"flop_per_s", q.flop_per_s}});
+    j[precision] = list;
+  }
+  return j;
+}
+
+// "matmul": {"bf16": [{"gemm_flops": ..., "flop_per_s": ...}, ...], "fp32": [...]}
+std::map<std::string, std::vector<MatmulPoint>> read_curves(const Reader& r) {
+  const Reader curves = r.child("matmul");
+  std::map<std::string, std::vector<MatmulPoint>> out;
+  for (const auto& [precision, list] : r.at("matmul").items()) {
+    if (precision != "fp32" && precision != "bf16") {
+      curves.fail(precision, "is not a precision gridlm trains in (fp32, bf16)");
+    }
+    if (!list.is_array() || list.empty()) curves.fail(precision, "is not a non-empty list");
+    std::vector<MatmulPoint>& points = out[precision];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Reader e = curves.element(precision, i);
+      points.push_back({e.number("gemm_flops", 0, false), e.number("flop_per_s", 0, false)});
+      if (i > 0 && points[i].gemm_flops <= points[i - 1].gemm_flops) {
+        e.fail("gemm_flops", fmt::format("= {:g} is not above the point before it ({:g}): list "
+                                         "the sizes in ascending order",
+                                         points[i].gemm_flops, points[i - 1].gemm_flops));
+      }
+    }
+  }
+  return out;
+}
+
 std::string profile_to_json(const Profile& p) {
   json j;
   if (p.source == "machine") {
@@ -180,6 +236,7 @@ std::string profile_to_json(const Profile& p) {
          {"memory_bandwidth_Bps", p.memory_bandwidth},
          {"bytes_per_activation", p.activation_bytes},
          {"intra_node", link_json(p.intra.all_reduce)}};
+    if (!p.matmul_curves.empty()) j["matmul"] = curves_json(p.matmul_curves);
     if (p.inter) j["inter_node"] = link_json(p.inter->all_reduce);
     return j.dump(2) + "\n";
   }
@@ -232,7 +289,10 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
   if (format == "gridlm-machine") {
     p.source = "machine";
     p.name = r.text("name");
-    p.matmul_flops = r.number("matmul_flops", 0, false);
+    // With curves, matmul_flops serves only the precisions they leave out.
+    if (r.has("matmul")) p.matmul_curves = read_curves(r);
+    if (!r.has("matmul") || r.has("matmul_flops"))
+      p.matmul_flops = r.number("matmul_flops", 0, false);
     p.peak_flops = r.number("peak_flops", 0, false);
     p.memory_bandwidth = r.number("memory_bandwidth_Bps", 0, false);
     if (r.has("bytes_per_activation"))

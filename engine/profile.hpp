@@ -7,6 +7,7 @@
 // field and names the file, the field and the fix.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,13 @@ struct CommCosts {
   LinkCost all_reduce, reduce_scatter, all_gather, send_recv;
 };
 
+// One point of a device's GEMM throughput curve: a GEMM of `gemm_flops` FLOPs (2 m n k) runs at
+// `flop_per_s`.
+struct MatmulPoint {
+  double gemm_flops = 0;
+  double flop_per_s = 0;
+};
+
 struct Profile {
   std::string source;             // "profile" (measured) or "machine" (a machine file)
   std::string name;               // the host, or the machine's name
@@ -58,10 +66,18 @@ struct Profile {
   CommCosts intra;                // links inside a node
   std::optional<CommCosts> inter; // links across nodes (absent: not measured)
   double matmul_flops = 0;        // machine file: sustained FLOP/s of one device's GEMMs
-  double peak_flops = 0;          // machine file: the device's peak, for % of peak
-  double memory_bandwidth = 0;    // machine file: bytes/s, for the element-wise work
-  double activation_bytes = 4;    // bytes per activation value sent or kept (2: bf16 runs)
+  // machine file: GEMM throughput by size for "fp32" and "bf16", sizes ascending; a precision
+  // without a curve runs every GEMM at matmul_flops
+  std::map<std::string, std::vector<MatmulPoint>> matmul_curves;
+  double peak_flops = 0;       // machine file: the device's peak, for % of peak
+  double memory_bandwidth = 0; // machine file: bytes/s, for the element-wise work
+  double activation_bytes = 4; // bytes per activation value sent or kept (2: bf16 runs)
 };
+
+// Seconds of one GEMM of `flops` FLOPs in `precision` on a machine file's device: at the rate
+// its curve for that precision gives (interpolated linearly in log size and log rate, flat past
+// either end), else at matmul_flops. Throws naming the fix when the file gives neither.
+double matmul_seconds(const Profile& machine, const std::string& precision, double flops);
 
 // Seconds of a collective over g ranks of n bytes (0 for g = 1).
 double all_reduce_seconds(const LinkCost& link, double bytes, int g);

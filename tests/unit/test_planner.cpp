@@ -149,6 +149,49 @@ TEST(Planner, MachineFileCountsFlops) {
   EXPECT_NEAR(r.step_seconds, 4 * (block_f + block_b) + 3 * head_f, 1e-12);
 }
 
+// With a throughput curve each product runs at the rate of its own size, in the run's precision:
+// here the small model's products (4 weight GEMMs, 2 attention, the head's) of 0.5-2 MFLOP on a
+// curve from 1e5 FLOP/s at 1e6 FLOPs to 1e9 at 1e8, against the same sums at hand-computed
+// rates; a precision with no curve falls back to matmul_flops, and none at all is an error.
+TEST(Planner, MachineFileCurvesPriceEachProductAtItsSize) {
+  RunConfig c = small_config();
+  Profile m;
+  m.source = "machine";
+  m.name = "curvy";
+  m.ranks_per_node = 8;
+  m.memory_bandwidth = 1e30;
+  m.intra = CommCosts{kFree, kFree, kFree, kFree};
+  m.matmul_curves["bf16"] = {{1e6, 1e5}, {1e8, 1e9}};
+  const double N = 16, C = 32, T = 16, V = 256;
+  // log-log between the points: rate = 1e5 * (flops / 1e6)^2 for flops in [1e6, 1e8].
+  const auto at = [](double flops) {
+    const double rate = flops <= 1e6 ? 1e5 : 1e5 * (flops / 1e6) * (flops / 1e6);
+    return flops / rate;
+  };
+  const double weights = at(2 * N * C * 3 * C) + at(2 * N * C * C) + 2 * at(2 * N * C * 4 * C);
+  const double attention = 2 * at(2 * N * T * C), head = at(2 * N * C * V);
+  const double want = 4 * (3 * weights + 3 * attention) + 3 * head;
+  const Candidate one = candidate(1, 1, 1, "1f1b", 1, 1, {4});
+  c.train.precision = "bf16";
+  EXPECT_NEAR(predict(c, one, m).step_seconds, want, 1e-9 * want);
+  // fp32 has no curve: every product at matmul_flops.
+  m.matmul_flops = 1e9;
+  c.train.precision = "fp32";
+  const double block_f = (2 * N * 12 * C * C + 4 * N * T * C) / 1e9;
+  const double block_b = 2 * block_f, head_f = 2 * N * C * V / 1e9;
+  EXPECT_NEAR(predict(c, one, m).step_seconds, 4 * (block_f + block_b) + 3 * head_f, 1e-12);
+  m.matmul_flops = 0;
+  try {
+    predict(c, one, m);
+    ADD_FAILURE() << "a precision with no throughput was priced";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("machine file 'curvy' gives no GEMM throughput for "
+                                         "fp32: add a 'matmul.fp32' curve or 'matmul_flops'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Planner, RecomputationRunsTheForwardAgainAndKeepsOnlyBlockInputs) {
   RunConfig c = small_config();
   const Profile p = hand_profile(c);

@@ -79,6 +79,60 @@ TEST(Profile, MachineFileRoundTrip) {
   EXPECT_DOUBLE_EQ(q.matmul_flops, 250e12);
   EXPECT_DOUBLE_EQ(q.intra.send_recv.bandwidth, 250e9); // one link for every collective
   EXPECT_DOUBLE_EQ(q.inter->reduce_scatter.latency, 1e-5);
+  EXPECT_TRUE(q.matmul_curves.empty());
+}
+
+// GEMM throughput by size and precision: kept through the file; with curves, matmul_flops may
+// go; bad curves are named.
+TEST(Profile, MachineFileMatmulCurves) {
+  Profile m;
+  m.source = "machine";
+  m.name = "h100";
+  m.matmul_flops = 0;
+  m.peak_flops = 989e12;
+  m.memory_bandwidth = 3e12;
+  m.intra.all_reduce = {5e-6, 400e9};
+  m.matmul_curves["bf16"] = {{1e9, 300e12}, {1e12, 700e12}};
+  m.matmul_curves["fp32"] = {{1e12, 50e12}};
+  const nlohmann::json j = nlohmann::json::parse(profile_to_json(m));
+  EXPECT_FALSE(j.contains("matmul_flops") && j["matmul_flops"].get<double>() > 0);
+  nlohmann::json without = j;
+  without.erase("matmul_flops");
+  const Profile q = profile_from_json(without.dump(), "m.json");
+  ASSERT_EQ(q.matmul_curves.size(), 2u);
+  ASSERT_EQ(q.matmul_curves.at("bf16").size(), 2u);
+  EXPECT_DOUBLE_EQ(q.matmul_curves.at("bf16")[1].gemm_flops, 1e12);
+  EXPECT_DOUBLE_EQ(q.matmul_curves.at("bf16")[1].flop_per_s, 700e12);
+  EXPECT_DOUBLE_EQ(q.matmul_curves.at("fp32")[0].flop_per_s, 50e12);
+  // Interpolated in log size and log rate, flat past the ends.
+  EXPECT_DOUBLE_EQ(matmul_seconds(q, "bf16", 1e6), 1e6 / 300e12);
+  EXPECT_DOUBLE_EQ(matmul_seconds(q, "bf16", 1e13), 1e13 / 700e12);
+  EXPECT_NEAR(matmul_seconds(q, "bf16", std::sqrt(1e9 * 1e12)),
+              std::sqrt(1e9 * 1e12) / std::sqrt(300e12 * 700e12), 1e-18);
+  const auto error = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json bad = without;
+    edit(bad);
+    return error_of(bad.dump());
+  };
+  EXPECT_NE(error([](auto& b) {
+              b["matmul"]["fp16"] = b["matmul"]["fp32"];
+            }).find("field 'matmul.fp16' is not a precision gridlm trains in (fp32, bf16)"),
+            std::string::npos);
+  EXPECT_NE(error([](auto& b) {
+              b["matmul"]["bf16"] = nlohmann::json::array();
+            }).find("field 'matmul.bf16' is not a non-empty list"),
+            std::string::npos);
+  EXPECT_NE(error([](auto& b) { b["matmul"]["bf16"][1]["gemm_flops"] = 1e8; })
+                .find("field 'matmul.bf16[1].gemm_flops' = 1e+08 is not above the point before "
+                      "it (1e+09): list the sizes in ascending order"),
+            std::string::npos);
+  EXPECT_NE(error([](auto& b) {
+              b["matmul"]["fp32"][0]["flop_per_s"] = 0;
+            }).find("field 'matmul.fp32[0].flop_per_s' = 0 must be above 0"),
+            std::string::npos);
+  // Without curves, matmul_flops is what prices the products: required.
+  EXPECT_NE(error([](auto& b) { b.erase("matmul"); }).find("field 'matmul_flops' is missing"),
+            std::string::npos);
 }
 
 TEST(Profile, BadFieldsAreNamed) {
