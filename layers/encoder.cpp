@@ -24,20 +24,30 @@ void token_embedding_forward(float* out, const std::int32_t* tokens, const float
 
 void token_embedding_backward(float* dwte, const float* dout, const std::int32_t* tokens, int B,
                               int T, int C, long vocab_begin, long vocab_local) {
-  // Rows of dwte are shared between positions holding the same token: each column block owns
-  // its columns, so the scatter has no races when blocks run in parallel.
-  for_each(
-      "layers::Encoder::token_backward", column_blocks(C), KOKKOS_LAMBDA(long blk) {
-        const int i0 = int(blk) * column_block, i1 = i0 + column_block < C ? i0 + column_block : C;
-        for (long bt = 0; bt < long(B) * T; ++bt) {
-          const long row = long(tokens[bt]) - vocab_begin;
-          if (row < 0 || row >= vocab_local) continue;
-          const float* d = dout + bt * C;
-          float* te = dwte + row * C;
-          for (int i = i0; i < i1; ++i)
-            te[i] += d[i];
-        }
-      });
+  if constexpr (!host_teams) {
+    // A GPU: a thread per (position, column), the shared rows added atomically.
+    for_each(
+        "layers::Encoder::token_backward", long(B) * T * C, KOKKOS_LAMBDA(long e) {
+          const long bt = e / C, i = e % C, row = long(tokens[bt]) - vocab_begin;
+          if (row >= 0 && row < vocab_local) Kokkos::atomic_add(&dwte[row * C + i], dout[e]);
+        });
+  } else {
+    // Rows of dwte are shared between positions holding the same token: each column block owns
+    // its columns, so the scatter has no races when blocks run in parallel.
+    for_each(
+        "layers::Encoder::token_backward", column_blocks(C), KOKKOS_LAMBDA(long blk) {
+          const int i0 = int(blk) * column_block,
+                    i1 = i0 + column_block < C ? i0 + column_block : C;
+          for (long bt = 0; bt < long(B) * T; ++bt) {
+            const long row = long(tokens[bt]) - vocab_begin;
+            if (row < 0 || row >= vocab_local) continue;
+            const float* d = dout + bt * C;
+            float* te = dwte + row * C;
+            for (int i = i0; i < i1; ++i)
+              te[i] += d[i];
+          }
+        });
+  }
 }
 
 void position_embedding_forward(float* out, const float* wpe, int B, int T, int C) {
@@ -51,15 +61,26 @@ void position_embedding_forward(float* out, const float* wpe, int B, int T, int 
 }
 
 void position_embedding_backward(float* dwpe, const float* dout, int B, int T, int C) {
-  for_each(
-      "layers::Encoder::position_backward", long(T), KOKKOS_LAMBDA(long t) {
-        float* pe = dwpe + t * C;
-        for (int b = 0; b < B; ++b) {
-          const float* d = dout + (long(b) * T + t) * C;
-          for (int i = 0; i < C; ++i)
-            pe[i] += d[i];
-        }
-      });
+  if constexpr (!host_teams) {
+    // A GPU: a thread per (position, column); a CPU: a position's rows, contiguous.
+    for_each(
+        "layers::Encoder::position_backward", long(T) * C, KOKKOS_LAMBDA(long e) {
+          float sum = 0.0f;
+          for (int b = 0; b < B; ++b)
+            sum += dout[long(b) * T * C + e];
+          dwpe[e] += sum;
+        });
+  } else {
+    for_each(
+        "layers::Encoder::position_backward", long(T), KOKKOS_LAMBDA(long t) {
+          float* pe = dwpe + t * C;
+          for (int b = 0; b < B; ++b) {
+            const float* d = dout + (long(b) * T + t) * C;
+            for (int i = 0; i < C; ++i)
+              pe[i] += d[i];
+          }
+        });
+  }
 }
 
 void encoder_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe,

@@ -1,6 +1,6 @@
-// Shared helpers for layer kernels: a labelled parallel loop over a range, and the matrix
-// product every linear layer and attention head uses. Kernels take raw pointers into the flat
-// parameter/activation buffers (llm.c's convention: outputs, inputs, weights, sizes).
+// Shared helpers for layer kernels: the parallel loops (team_loops.hpp), bf16 rounding, and the
+// matrix product every linear layer and attention head uses. Kernels take raw pointers into the
+// flat parameter/activation buffers (llm.c's convention: outputs, inputs, weights, sizes).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -8,114 +8,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "layers/team_loops.hpp"
+
 namespace gridlm::layers {
-
-// Runs f(i) for i in [0, n) on the default execution space, under `label` for profilers.
-template <class F>
-void for_each(const char* label, long n, const F& f) {
-  Kokkos::parallel_for(label, Kokkos::RangePolicy<Kokkos::DefaultExecutionSpace, long>(0, n), f);
-}
-
-// A team of threads working on one row (see for_each_row).
-using Team = Kokkos::TeamPolicy<Kokkos::DefaultExecutionSpace>::member_type;
-
-// Whether the default execution space is a CPU backend (it reaches host memory), whose teams
-// for_each_row makes one thread each: their row loops are then plain loops, which the compiler
-// vectorizes (a TeamThreadRange steps by a stride it cannot see, and on Serial that cost
-// LayerNorm a fifth of its time). GRIDLM_TEAM_SIZE=n (a compile definition) makes CPU teams
-// n threads sharing each row as a GPU's do, to test that code on an OpenMP Kokkos
-// (docs/gpu.md).
-#if defined(GRIDLM_TEAM_SIZE)
-constexpr bool host_teams = false;
-constexpr int forced_team_size = GRIDLM_TEAM_SIZE;
-#else
-constexpr bool host_teams =
-    Kokkos::SpaceAccessibility<Kokkos::DefaultExecutionSpace, Kokkos::HostSpace>::accessible;
-constexpr int forced_team_size = 0;
-#endif
-
-// Runs f(team) for each of n rows, the row being team.league_rank(): the team's threads share
-// the row's work (team_sum, team_max, team_for), as a GPU needs to keep its thousands of threads
-// busy when rows are few and long. On a CPU a team is one thread, and the row's loops run in
-// order, as a RangePolicy over rows ran them.
-template <class F>
-void for_each_row(const char* label, long n, const F& f) {
-  using Policy = Kokkos::TeamPolicy<Kokkos::DefaultExecutionSpace>;
-  if constexpr (host_teams) {
-    Kokkos::parallel_for(label, Policy(int(n), 1), f);
-  } else if constexpr (forced_team_size > 0) {
-    Kokkos::parallel_for(label, Policy(int(n), forced_team_size), f);
-  } else {
-    Kokkos::parallel_for(label, Policy(int(n), Kokkos::AUTO), f);
-  }
-}
-
-// The sum of f(j) for j in [0, n), over the team's threads; every thread gets it.
-template <class F>
-KOKKOS_INLINE_FUNCTION float team_sum(const Team& team, long n, const F& f) {
-  float sum = 0.0f;
-  if constexpr (host_teams) {
-    for (long j = 0; j < n; ++j)
-      sum += f(j);
-  } else {
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, n), [&](long j, float& acc) { acc += f(j); }, sum);
-  }
-  return sum;
-}
-
-// Two sums at once: f(j, a, b) sets a row element's two terms, sum_a and sum_b get their sums.
-// One pass over the row on a CPU; on a GPU two team reductions.
-template <class F>
-KOKKOS_INLINE_FUNCTION void team_sums(const Team& team, long n, const F& f, float& sum_a,
-                                      float& sum_b) {
-  sum_a = 0.0f;
-  sum_b = 0.0f;
-  if constexpr (host_teams) {
-    for (long j = 0; j < n; ++j) {
-      float a, b;
-      f(j, a, b);
-      sum_a += a;
-      sum_b += b;
-    }
-  } else {
-    sum_a = team_sum(team, n, [&](long j) {
-      float a, b;
-      f(j, a, b);
-      return a;
-    });
-    sum_b = team_sum(team, n, [&](long j) {
-      float a, b;
-      f(j, a, b);
-      return b;
-    });
-  }
-}
-
-// The largest of x[0, n) and `floor`, over the team's threads; every thread gets it.
-KOKKOS_INLINE_FUNCTION float team_max(const Team& team, const float* x, long n, float floor) {
-  float largest = floor;
-  if constexpr (host_teams) {
-    for (long j = 0; j < n; ++j)
-      largest = x[j] > largest ? x[j] : largest;
-  } else {
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, n),
-        [&](long j, float& acc) { acc = x[j] > acc ? x[j] : acc; }, Kokkos::Max<float>(largest));
-  }
-  return largest > floor ? largest : floor;
-}
-
-// Runs f(j) for j in [0, n), shared among the team's threads.
-template <class F>
-KOKKOS_INLINE_FUNCTION void team_for(const Team& team, long n, const F& f) {
-  if constexpr (host_teams) {
-    for (long j = 0; j < n; ++j)
-      f(j);
-  } else {
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), f);
-  }
-}
 
 // data[0, n) = 0
 void fill_zero(float* data, long n);
@@ -149,11 +44,6 @@ KOKKOS_INLINE_FUNCTION float round_to_bf16(float x) {
 void round_to_bf16(float* data, long n);
 // dst[0, n) = src[0, n) rounded to bf16.
 void round_to_bf16(float* dst, const float* src, long n);
-
-// Reductions over rows into per-column sums (weight gradients) walk column blocks of this width,
-// so that each block reads contiguous memory and owns its outputs.
-constexpr int column_block = 64;
-inline long column_blocks(long C) { return (C + column_block - 1) / column_block; }
 
 // Whether a GEMM operand is used as stored or transposed.
 enum class Transpose { no, yes };

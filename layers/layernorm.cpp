@@ -56,25 +56,13 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
           dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
         });
       });
-  // Column blocks: each block walks the rows once, reading contiguous slices, and owns its
-  // columns of dw and db (no races when blocks run in parallel).
-  for_each(
-      "layers::LayerNorm::backward_weight", column_blocks(C), KOKKOS_LAMBDA(long blk) {
-        const int i0 = int(blk) * column_block, i1 = i0 + column_block < C ? i0 + column_block : C;
-        float gw[column_block] = {}, gb[column_block] = {};
-        for (long n = 0; n < N; ++n) {
-          const float* x = inp + n * C;
-          const float* dy = dout + n * C;
-          const float m = mean[n], s = rstd[n];
-          for (int i = i0; i < i1; ++i) {
-            gw[i - i0] += (x[i] - m) * s * dy[i];
-            gb[i - i0] += dy[i];
-          }
-        }
-        for (int i = i0; i < i1; ++i) {
-          dw[i] += gw[i - i0];
-          db[i] += gb[i - i0];
-        }
+  column_sums<2>(
+      "layers::LayerNorm::backward_weight", {dw, db}, N, C,
+      KOKKOS_LAMBDA(long n, long i, float(&t)[2]) {
+        const float* x = inp + n * C;
+        const float* dy = dout + n * C;
+        t[0] = (x[i] - mean[n]) * rstd[n] * dy[i];
+        t[1] = dy[i];
       });
 }
 

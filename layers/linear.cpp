@@ -28,19 +28,9 @@ void linear_backward_weight(float* dw, float* dbias, const float* dout, const fl
                             int C, int OC) {
   matmul(dw, dout, Transpose::yes, inp, Transpose::no, OC, C, N, 1.0f, 1.0f);
   if (dbias != nullptr) {
-    for_each(
-        "layers::Linear::backward_bias", column_blocks(OC), KOKKOS_LAMBDA(long blk) {
-          const int j0 = int(blk) * column_block,
-                    j1 = j0 + column_block < OC ? j0 + column_block : OC;
-          float acc[column_block] = {};
-          for (long n = 0; n < N; ++n) {
-            const float* d = dout + n * OC;
-            for (int j = j0; j < j1; ++j)
-              acc[j - j0] += d[j];
-          }
-          for (int j = j0; j < j1; ++j)
-            dbias[j] += acc[j - j0];
-        });
+    column_sums<1>(
+        "layers::Linear::backward_bias", {dbias}, N, OC,
+        KOKKOS_LAMBDA(long n, long j, float(&t)[1]) { t[0] = dout[n * OC + j]; });
   }
 }
 
