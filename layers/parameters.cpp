@@ -78,6 +78,13 @@ std::vector<float> gather_parameter(const ParamInfo& p, const float* local, para
   return global;
 }
 
+std::vector<float> gather_parameter(const ParamInfo& p, const Kokkos::View<const float*>& model,
+                                    parallel::Comm* tp) {
+  const auto shard = Kokkos::subview(model, std::make_pair(p.offset, p.offset + p.size));
+  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), shard);
+  return gather_parameter(p, host.data(), tp);
+}
+
 ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage, int tp_rank,
                             int tp_size) {
   ParamTable t;

@@ -80,8 +80,13 @@ std::int64_t padded_vocab_slice(std::int64_t vocab_size, int tp_size);
 std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank);
 
 // Collective over the tensor group `tp` (null: no split): the tensor at its global shape, from
-// every rank's shard `local` (p.size elements). For the weights file and layout-equivalence tests.
+// every rank's shard `local` (p.size elements in host memory). For the weights file and
+// layout-equivalence tests.
 std::vector<float> gather_parameter(const ParamInfo& p, const float* local, parallel::Comm* tp);
+// The same from a model's flat buffer (GPT::params() or grads(), in the execution space's
+// memory, a GPU's included): p's shard is copied to the host first.
+std::vector<float> gather_parameter(const ParamInfo& p, const Kokkos::View<const float*>& model,
+                                    parallel::Comm* tp);
 
 // Fills `params` (flat, table.total) with the GPT-2 initialisation from `seed`. Each tensor
 // draws from its own generator seeded by (seed, name), so the values do not depend on which

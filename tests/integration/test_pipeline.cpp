@@ -98,11 +98,9 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, Options options =
     if (step == 0) {
       for (auto& g : model.chunks()) {
         for (const ParamInfo& p : g->table().params) {
-          const std::vector<float> got =
-              gather_parameter(p, g->grad(g->table().find(p.name)), tp_comm.get());
+          const std::vector<float> got = gather_parameter(p, g->grads(), tp_comm.get());
           const ParamInfo& wp = whole.table().params[std::size_t(whole.table().find(p.name))];
-          const std::vector<float> want =
-              gather_parameter(wp, whole.grad(whole.table().find(p.name)), nullptr);
+          const std::vector<float> want = gather_parameter(wp, whole.grads(), nullptr);
           ASSERT_EQ(got.size(), want.size()) << p.name;
           float worst = 0.0f, scale = 0.0f;
           for (std::size_t i = 0; i < got.size(); ++i) {

@@ -53,8 +53,8 @@ void expect_same_gradients(const GPT& split, parallel::Comm* tp, const GPT& whol
   for (const ParamInfo& p : whole.table().params) {
     const int i = split.table().find(p.name);
     ASSERT_GE(i, 0) << p.name;
-    const std::vector<float> got = gather_parameter(split.table().params[i], split.grad(i), tp);
-    const float* ref = whole.grad(whole.table().find(p.name));
+    const std::vector<float> got = gather_parameter(split.table().params[i], split.grads(), tp);
+    const std::vector<float> ref = gather_parameter(p, whole.grads(), nullptr);
     float worst = 0.0f, scale = 0.0f;
     for (std::size_t j = 0; j < got.size(); ++j) {
       worst = std::max(worst, std::fabs(got[j] - ref[j]));

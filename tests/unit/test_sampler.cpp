@@ -46,8 +46,7 @@ TEST(WeightsFile, RoundTripAndRefusals) {
   {
     io::H5File f = io::H5File::create(path);
     for (const layers::ParamInfo& p : a.table().params) {
-      f.write(p.name, p.shape,
-              layers::gather_parameter(p, a.params().data() + p.offset, nullptr).data());
+      f.write(p.name, p.shape, layers::gather_parameter(p, a.params(), nullptr).data());
     }
     engine::write_model_attributes(f, m);
     f.commit();
