@@ -25,11 +25,15 @@ void token_embedding_forward(float* out, const std::int32_t* tokens, const float
 void token_embedding_backward(float* dwte, const float* dout, const std::int32_t* tokens, int B,
                               int T, int C, long vocab_begin, long vocab_local) {
   if constexpr (!host_teams) {
-    // A GPU: a thread per (position, column), the shared rows added atomically.
+    // A GPU: a thread per column, walking the positions in order as the CPU's blocks do (the
+    // same bits; atomics would add in an order that varies between runs).
+    const long N = long(B) * T;
     for_each(
-        "layers::Encoder::token_backward", long(B) * T * C, KOKKOS_LAMBDA(long e) {
-          const long bt = e / C, i = e % C, row = long(tokens[bt]) - vocab_begin;
-          if (row >= 0 && row < vocab_local) Kokkos::atomic_add(&dwte[row * C + i], dout[e]);
+        "layers::Encoder::token_backward", long(C), KOKKOS_LAMBDA(long i) {
+          for (long bt = 0; bt < N; ++bt) {
+            const long row = long(tokens[bt]) - vocab_begin;
+            if (row >= 0 && row < vocab_local) dwte[row * C + i] += dout[bt * C + i];
+          }
         });
   } else {
     // Rows of dwte are shared between positions holding the same token: each column block owns
@@ -62,13 +66,13 @@ void position_embedding_forward(float* out, const float* wpe, int B, int T, int 
 
 void position_embedding_backward(float* dwpe, const float* dout, int B, int T, int C) {
   if constexpr (!host_teams) {
-    // A GPU: a thread per (position, column); a CPU: a position's rows, contiguous.
+    // A GPU: a thread per (position, column), adding the sequences in the CPU's order.
     for_each(
         "layers::Encoder::position_backward", long(T) * C, KOKKOS_LAMBDA(long e) {
-          float sum = 0.0f;
+          float acc = dwpe[e];
           for (int b = 0; b < B; ++b)
-            sum += dout[long(b) * T * C + e];
-          dwpe[e] += sum;
+            acc += dout[long(b) * T * C + e];
+          dwpe[e] = acc;
         });
   } else {
     for_each(

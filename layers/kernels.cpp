@@ -34,6 +34,17 @@ void round_to_bf16(float* dst, const float* src, long n) {
       "layers::round_to_bf16", n, KOKKOS_LAMBDA(long i) { dst[i] = round_to_bf16(src[i]); });
 }
 
+float* column_sum_scratch(std::size_t floats) {
+  // Released by Kokkos::finalize: a view left to static destruction would outlive the device.
+  static Kokkos::View<float*> scratch;
+  if (scratch.size() < floats) {
+    if (scratch.size() == 0) Kokkos::push_finalize_hook([] { scratch = Kokkos::View<float*>(); });
+    scratch = Kokkos::View<float*>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "layers::column_sums::partials"), floats);
+  }
+  return scratch.data();
+}
+
 void matmul(float* out, const float* a, Transpose transpose_a, const float* b,
             Transpose transpose_b, long m, long n, long k, float alpha, float beta) {
   const bool trans_a = transpose_a == Transpose::yes, trans_b = transpose_b == Transpose::yes;

@@ -5,6 +5,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
+
 namespace gridlm::layers {
 
 // Runs f(i) for i in [0, n) on the default execution space, under `label` for profilers.
@@ -121,12 +123,17 @@ inline long column_blocks(long C) { return (C + column_block - 1) / column_block
 // On a GPU a column block's rows are also cut into chunks of this many, one team each.
 constexpr long column_sum_rows = 256;
 
+// At least `floats` of device scratch for column_sums' partial sums: kept between calls (a
+// device allocation per call would cost more than the sums) and freed when Kokkos finalizes.
+float* column_sum_scratch(std::size_t floats);
+
 // dst[k][i] += the sum over rows n in [0, N) of term(n, i, t)'s t[k], for columns i in [0, C)
 // and k < K: weight gradients. On a CPU each column block walks every row once, in order,
 // reading contiguous slices, and owns its outputs. On a GPU, where a few dozen blocks would
-// leave it idle, a team per (column block, chunk of column_sum_rows rows), a thread per column
-// (neighbours read neighbouring columns), each adding its chunk's sums atomically: the order of
-// those additions, and so the last bits, vary from run to run there.
+// leave it idle, a team per (column block, chunk of column_sum_rows rows) with a thread per
+// column (neighbours read neighbouring columns) writes the chunk's sums to scratch, and a second
+// pass adds the chunks' sums in order: the same bits on every run, so a resumed run stays exact
+// (no atomics, whose order varies).
 template <int K, class Term>
 void column_sums(const char* label, Kokkos::Array<float*, K> dst, long N, long C,
                  const Term& term) {
@@ -152,6 +159,8 @@ void column_sums(const char* label, Kokkos::Array<float*, K> dst, long N, long C
     using Policy = Kokkos::TeamPolicy<Kokkos::DefaultExecutionSpace>;
     const long blocks = column_blocks(C), chunks = (N + column_sum_rows - 1) / column_sum_rows;
     const int team_size = forced_team_size > 0 ? forced_team_size : column_block;
+    // partial[(k * chunks + chunk) * C + i]: chunk's sum of term k in column i.
+    float* partial = column_sum_scratch(std::size_t(K) * std::size_t(chunks) * std::size_t(C));
     Kokkos::parallel_for(
         label, Policy(int(blocks * chunks), team_size), KOKKOS_LAMBDA(const Team& team) {
           const long blk = team.league_rank() % blocks, chunk = team.league_rank() / blocks;
@@ -168,8 +177,16 @@ void column_sums(const char* label, Kokkos::Array<float*, K> dst, long N, long C
                 acc[k] += t[k];
             }
             for (int k = 0; k < K; ++k)
-              Kokkos::atomic_add(&dst[k][i], acc[k]);
+              partial[(k * chunks + chunk) * C + i] = acc[k];
           });
+        });
+    for_each(
+        label, K * C, KOKKOS_LAMBDA(long e) {
+          const long k = e / C, i = e % C;
+          float sum = 0.0f;
+          for (long chunk = 0; chunk < chunks; ++chunk)
+            sum += partial[(k * chunks + chunk) * C + i];
+          dst[k][i] += sum;
         });
   }
 }
