@@ -63,6 +63,10 @@ public:
   Kokkos::View<float*> grads() const { return grads_; }
   float* param(int index) const { return params_.data() + table_.params[index].offset; }
   float* grad(int index) const { return grads_.data() + table_.params[index].offset; }
+  // Copies of one tensor's shard in host memory (param and grad point into the execution
+  // space's memory, which a GPU build's host cannot read).
+  std::vector<float> host_param(int index) const;
+  std::vector<float> host_grad(int index) const;
 
   const StageSpec& stage() const { return stage_; }
 

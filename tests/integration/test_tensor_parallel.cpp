@@ -112,9 +112,9 @@ void check(bool tied) {
   // Replicated parameters: the same gradient on every tensor-parallel rank, bit for bit.
   for (const ParamInfo& p : split.gpt->table().params) {
     if (p.split != TpSplit::replicated) continue;
-    const float* g = split.gpt->grad(split.gpt->table().find(p.name));
+    const std::vector<float> g = split.gpt->host_grad(split.gpt->table().find(p.name));
     std::vector<float> all(p.size * std::size_t(n));
-    tp->all_gather(Span<const float>(g, p.size), Span<float>(all));
+    tp->all_gather(Span<const float>(g), Span<float>(all));
     for (int r = 1; r < n; ++r) {
       EXPECT_TRUE(std::equal(all.begin(), all.begin() + p.size, all.begin() + r * p.size))
           << p.name << " differs on tp rank " << r;

@@ -120,8 +120,8 @@ TEST(Bf16, ModelFollowsFp32WithoutBeingIt) {
   EXPECT_NE(loss[1], loss[0]);
   double worst = 0.0;
   for (const ParamInfo& p : fp32.table().params) {
-    const float* a = fp32.grad(fp32.table().find(p.name));
-    const float* b = bf16.grad(bf16.table().find(p.name));
+    const std::vector<float> a = fp32.host_grad(fp32.table().find(p.name));
+    const std::vector<float> b = bf16.host_grad(bf16.table().find(p.name));
     double diff = 0.0, norm = 0.0;
     for (std::size_t j = 0; j < p.size; ++j) {
       diff += double(a[j] - b[j]) * (a[j] - b[j]);

@@ -27,7 +27,7 @@ ModelConfig small() {
 
 std::vector<float> values(const GPT& g, const std::string& name) {
   const int i = g.table().find(name);
-  return std::vector<float>(g.param(i), g.param(i) + g.table().params[i].size);
+  return g.host_param(i);
 }
 
 } // namespace
@@ -187,11 +187,12 @@ void expect_stages_match_whole_model(const ModelConfig& m, const std::vector<Sta
       if (i < 0) continue;
       ++holders;
       EXPECT_EQ(values(*g, p.name), values(whole, p.name)) << "initialised alike: " << p.name;
+      const std::vector<float> grad = g->host_grad(i);
       for (std::size_t j = 0; j < p.size; ++j)
-        sum[j] += g->grad(i)[j];
+        sum[j] += grad[j];
     }
     EXPECT_GE(holders, 1) << p.name << " is held by no stage";
-    const float* ref = whole.grad(whole.table().find(p.name));
+    const std::vector<float> ref = whole.host_grad(whole.table().find(p.name));
     float worst = 0.0f, scale = 0.0f;
     for (std::size_t j = 0; j < p.size; ++j) {
       worst = std::max(worst, std::fabs(sum[j] - ref[j]));
@@ -285,8 +286,8 @@ void expect_split_backward_matches_fused(const ModelConfig& m, const StageSpec& 
   for (int mb = 0; mb < 2; ++mb)
     EXPECT_EQ(dinput[0][mb], dinput[1][mb]) << "input gradients are computed the same way";
   for (const ParamInfo& p : fused.table().params) {
-    const float* a = fused.grad(fused.table().find(p.name));
-    const float* b = split.grad(split.table().find(p.name));
+    const std::vector<float> a = fused.host_grad(fused.table().find(p.name));
+    const std::vector<float> b = split.host_grad(split.table().find(p.name));
     float worst = 0.0f, scale = 1e-30f;
     for (std::size_t j = 0; j < p.size; ++j) {
       worst = std::max(worst, std::fabs(a[j] - b[j]));

@@ -212,15 +212,23 @@ TEST(GradCheck, WholeModelEveryParameterTensor) {
     gpt.forward(x.data(), y.data(), B, T);
     gpt.backward(1.0f);
     for (const ParamInfo& p : gpt.table().params) {
-      Vec values(gpt.param(gpt.table().find(p.name)), gpt.param(gpt.table().find(p.name)) + p.size);
-      Vec analytic(gpt.grad(gpt.table().find(p.name)), gpt.grad(gpt.table().find(p.name)) + p.size);
-      float* live = gpt.param(gpt.table().find(p.name));
+      const int index = gpt.table().find(p.name);
+      Vec values = gpt.host_param(index);
+      const Vec analytic = gpt.host_grad(index);
+      // The model's memory may be a GPU's: the perturbed values go in by deep_copy.
+      const auto live = Kokkos::subview(gpt.params(), std::make_pair(p.offset, p.offset + p.size));
+      const auto put = [&] {
+        Kokkos::deep_copy(
+            live,
+            Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                values.data(), values.size()));
+      };
       auto loss = [&] {
-        std::copy(values.begin(), values.end(), live);
+        put();
         return gpt.forward(x.data(), y.data(), B, T);
       };
       expect_gradient(p.name.c_str(), values, analytic, loss, 1e-3f, 16);
-      std::copy(values.begin(), values.end(), live);
+      put();
     }
   }
 }
