@@ -165,20 +165,12 @@ double GPT::forward(const std::int32_t* tokens, const std::int32_t* targets, int
   return forward_stage(tokens, nullptr, targets, B, T, logits_out);
 }
 
-namespace {
-std::vector<float> host_copy(const Kokkos::View<float*>& flat, const ParamInfo& p) {
-  const auto shard = Kokkos::subview(flat, std::make_pair(p.offset, p.offset + p.size));
-  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), shard);
-  return std::vector<float>(host.data(), host.data() + p.size);
-}
-} // namespace
-
 std::vector<float> GPT::host_param(int index) const {
-  return host_copy(params_, table_.params.at(std::size_t(index)));
+  return shard_to_host(params_, table_.params.at(std::size_t(index)));
 }
 
 std::vector<float> GPT::host_grad(int index) const {
-  return host_copy(grads_, table_.params.at(std::size_t(index)));
+  return shard_to_host(grads_, table_.params.at(std::size_t(index)));
 }
 
 const float* GPT::output(int slot) const {

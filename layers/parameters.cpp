@@ -78,11 +78,15 @@ std::vector<float> gather_parameter(const ParamInfo& p, const float* local, para
   return global;
 }
 
-std::vector<float> gather_parameter(const ParamInfo& p, const Kokkos::View<const float*>& model,
-                                    parallel::Comm* tp) {
+std::vector<float> shard_to_host(const Kokkos::View<const float*>& model, const ParamInfo& p) {
   const auto shard = Kokkos::subview(model, std::make_pair(p.offset, p.offset + p.size));
   const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), shard);
-  return gather_parameter(p, host.data(), tp);
+  return std::vector<float>(host.data(), host.data() + p.size);
+}
+
+std::vector<float> gather_parameter(const ParamInfo& p, const Kokkos::View<const float*>& model,
+                                    parallel::Comm* tp) {
+  return gather_parameter(p, shard_to_host(model, p).data(), tp);
 }
 
 ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage, int tp_rank,

@@ -83,8 +83,10 @@ std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank);
 // every rank's shard `local` (p.size elements in host memory). For the weights file and
 // layout-equivalence tests.
 std::vector<float> gather_parameter(const ParamInfo& p, const float* local, parallel::Comm* tp);
-// The same from a model's flat buffer (GPT::params() or grads(), in the execution space's
-// memory, a GPU's included): p's shard is copied to the host first.
+// p's shard of a model's flat buffer (GPT::params() or grads(), in the execution space's
+// memory, a GPU's included), copied to the host.
+std::vector<float> shard_to_host(const Kokkos::View<const float*>& model, const ParamInfo& p);
+// gather_parameter from a model's flat buffer: p's shard is copied to the host first.
 std::vector<float> gather_parameter(const ParamInfo& p, const Kokkos::View<const float*>& model,
                                     parallel::Comm* tp);
 

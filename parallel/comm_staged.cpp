@@ -85,14 +85,14 @@ private:
 
 // One operation in flight: its host buffer (alive until the wrapped transfer completes: declared
 // before it, so destroyed after it) and where the result goes once it has. It keeps its own copy
-// of the copy functions and a share of the pool: a request left pending by an error may complete
-// in its destructor after the communicator is gone.
+// of the copy back and a share of the pool: a request left pending by an error may complete in
+// its destructor after the communicator is gone.
 class StagedRequest final : public Request::Impl {
 public:
   StagedRequest(std::shared_ptr<StagingPool> pool, std::size_t bytes, const StagingCopies& copies,
                 void* out = nullptr, std::size_t out_offset = 0, std::size_t out_bytes = 0)
-      : host_(std::move(pool), bytes), copies_(copies), out_(out), out_offset_(out_offset),
-        out_bytes_(out_bytes) {}
+      : host_(std::move(pool), bytes), to_device_(out != nullptr ? copies.to_device : nullptr),
+        out_(out), out_offset_(out_offset), out_bytes_(out_bytes) {}
   std::byte* host() { return host_.data(); }
   void set_inner(Request inner) { inner_ = std::move(inner); }
   void wait() override {
@@ -108,11 +108,11 @@ private:
   void finish() {
     if (done_) return;
     done_ = true;
-    if (out_ != nullptr) copies_.to_device(out_, host_.data() + out_offset_, out_bytes_);
+    if (out_ != nullptr) to_device_(out_, host_.data() + out_offset_, out_bytes_);
   }
 
   HostBuffer host_;
-  StagingCopies copies_;
+  std::function<void(void*, const void*, std::size_t)> to_device_;
   void* out_;
   std::size_t out_offset_, out_bytes_;
   Request inner_;

@@ -62,15 +62,22 @@ TEST(Profile, RoundTripKeepsEveryField) {
   EXPECT_FALSE(profile_from_json(profile_to_json(one), "test").inter.has_value());
 }
 
-TEST(Profile, MachineFileRoundTrip) {
+// A machine file's fields, its links' all-reduce costs set by the caller.
+Profile machine(const std::string& name, double matmul_flops, double peak_flops,
+                double memory_bandwidth) {
   Profile m;
   m.source = "machine";
-  m.name = "dgx-a100";
+  m.name = name;
+  m.matmul_flops = matmul_flops;
+  m.peak_flops = peak_flops;
+  m.memory_bandwidth = memory_bandwidth;
+  return m;
+}
+
+TEST(Profile, MachineFileRoundTrip) {
+  Profile m = machine("dgx-a100", 250e12, 312e12, 1.5e12);
   m.ranks_per_node = 8;
   m.memory_per_rank = 80e9;
-  m.matmul_flops = 250e12;
-  m.peak_flops = 312e12;
-  m.memory_bandwidth = 1.5e12;
   m.intra.all_reduce = {5e-6, 250e9};
   m.inter = CommCosts{};
   m.inter->all_reduce = {1e-5, 100e9};
@@ -85,12 +92,7 @@ TEST(Profile, MachineFileRoundTrip) {
 // GEMM throughput by size and precision: kept through the file; with curves, matmul_flops may
 // go; bad curves are named.
 TEST(Profile, MachineFileMatmulCurves) {
-  Profile m;
-  m.source = "machine";
-  m.name = "h100";
-  m.matmul_flops = 0;
-  m.peak_flops = 989e12;
-  m.memory_bandwidth = 3e12;
+  Profile m = machine("h100", 0, 989e12, 3e12);
   m.intra.all_reduce = {5e-6, 400e9};
   m.matmul_curves["bf16"] = {{1e9, 300e12}, {1e12, 700e12}};
   m.matmul_curves["fp32"] = {{1e12, 50e12}};
