@@ -366,6 +366,9 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
                             request.ranks, prof.ranks_per_node));
   }
   check_profiled_model(prof, config.model);
+  // A machine file without a GEMM rate for this precision is the file's fault, not any layout's:
+  // said once, before the search.
+  if (prof.source == "machine") matmul_seconds(prof, config.train.precision, 1.0);
   PlanResult out;
   out.ranks_per_node = prof.ranks_per_node;
   out.global_batch = request.global_batch > 0

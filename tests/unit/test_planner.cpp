@@ -181,14 +181,20 @@ TEST(Planner, MachineFileCurvesPriceEachProductAtItsSize) {
   const double block_b = 2 * block_f, head_f = 2 * N * C * V / 1e9;
   EXPECT_NEAR(predict(c, one, m).step_seconds, 4 * (block_f + block_b) + 3 * head_f, 1e-12);
   m.matmul_flops = 0;
+  const std::string want_error = "machine file 'curvy' gives no GEMM throughput for fp32: add a "
+                                 "'matmul.fp32' curve or 'matmul_flops'";
   try {
     predict(c, one, m);
     ADD_FAILURE() << "a precision with no throughput was priced";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("machine file 'curvy' gives no GEMM throughput for "
-                                         "fp32: add a 'matmul.fp32' curve or 'matmul_flops'"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find(want_error), std::string::npos) << e.what();
+  }
+  // The search says so once, as the file's fault, instead of refusing every layout for it.
+  try {
+    plan_layouts(c, make_request(4, 0, 8), m);
+    ADD_FAILURE() << "a search priced layouts without a throughput";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(want_error), std::string::npos) << e.what();
   }
 }
 
