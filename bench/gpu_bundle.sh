@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs a CUDA build of gridlm for a GPU machine that has CUDA, its driver and Python but none of
 # gridlm's other libraries (MPICH, parallel HDF5, OpenBLAS, SentencePiece, ...), such as the
-# `device` machines of this workplace: the executables (gridlm, the GPU test, MPICH's launcher),
+# `device` machines of this workplace: the executables (gridlm, the GPU tests, the unit tests that
+# run on device memory, MPICH's launcher),
 # every shared library they load except the C runtime and CUDA's own (the machine brings those:
 # the driver's libcuda, and cudart, cuBLAS and NCCL of its CUDA), the benchmark configurations,
 # and the fp32 losses of this machine's CPU build for bench/gpu_check.sh to compare against.
@@ -13,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$1 cpu_gridlm=$2 out=$3
+gpu_unit_tests="test_gemm test_gradcheck test_gpt test_bf16 test_attention test_sampler"
 if [[ -z ${GPU_BUNDLE_ANY_ARCH:-} ]] && grep -q '^GRIDLM_NATIVE_ARCH:BOOL=ON' "$build/CMakeCache.txt"; then
   echo "gpu_bundle: $build is built for this processor (GRIDLM_NATIVE_ARCH=ON); reconfigure" \
     "with -DGRIDLM_NATIVE_ARCH=OFF" >&2
@@ -23,6 +25,10 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/configs" "$stage/reference"
 bins=("$build/bin/gridlm" "$(readlink -f "$(command -v mpiexec)")" "$(command -v hydra_pmi_proxy)")
 [[ -x $build/tests/gpu/test_nccl_comm ]] && bins+=("$build/tests/gpu/test_nccl_comm")
+# The unit tests whose kernels read and write only device memory (tests/device_buffer.hpp).
+for t in $gpu_unit_tests; do
+  [[ -x $build/tests/$t ]] && bins+=("$build/tests/$t")
+done
 cp "${bins[@]}" "$stage/bin/"
 ln -s "$(basename "${bins[1]}")" "$stage/bin/mpiexec"
 # The libraries they load, but not those the GPU machine must provide itself.

@@ -7,7 +7,9 @@
 #      bundle): every loss within 1e-3 of the CPU's (cuBLAS and the CPU BLAS sum in other orders);
 #   3. the same 20 steps in bf16 against the GPU's fp32: within 5e-3 (the tiny model's 200 steps
 #      stay within 2e-4 on the CPU; 20 steps of an untrained model differ less);
-#   4. the NCCL backend's test at one rank (test_nccl_comm);
+#   4. the NCCL backend's test at one rank (test_nccl_comm), and the unit tests whose kernels
+#      work on device memory (layers' gradient checks, GEMMs, attention, bf16, stages), each on
+#      the GPU against its own CPU-independent expectations;
 #   5. a GPT-2 124M-shaped model (12 layers, width 768, vocabulary 50257, context 256) for 12 steps
 #      in bf16 and fp32: tokens/s and MFU against the GPU's bf16 peak (H100/H200 SXM: 989 TFLOP/s
 #      dense; GPU_PEAK_TFLOPS to change it).
@@ -60,6 +62,10 @@ step tiny_bf16 300 "$gridlm" "${tiny[@]}" --set train.precision=bf16 \
 if [[ -x $root/bin/test_nccl_comm ]]; then
   step nccl_comm 120 mpiexec -n 1 "$root/bin/test_nccl_comm"
 fi
+# Blas.*: which library serves sgemm_ on the host, which a GPU build need not have at all.
+for t in test_gemm test_gradcheck test_gpt test_bf16 test_attention test_sampler; do
+  [[ -x $root/bin/$t ]] && step "$t" 300 mpiexec -n 1 "$root/bin/$t" --gtest_filter=-Blas.*
+done
 for precision in bf16 fp32; do
   step "gpt2_124m_$precision" 600 "$gridlm" train --config "$root/configs/tiny.toml" \
     --set model.vocab_size=50257 --set model.seq_len=256 --set model.n_layer=12 \

@@ -11,6 +11,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "layers/attention.hpp"
+#include "tests/device_buffer.hpp"
 
 namespace gridlm::layers {
 namespace {
@@ -19,10 +20,7 @@ struct Result {
   std::vector<float> out, att, dqkv;
 };
 
-std::vector<float> to_host(const Kokkos::View<float*>& d) {
-  auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
-  return std::vector<float>(m.data(), m.data() + m.size());
-}
+using test::to_host;
 
 Kokkos::View<float*> filled(const std::string& label, std::size_t n, float a, float b) {
   Kokkos::View<float*> d(label, n);

@@ -14,8 +14,11 @@
 
 #include "layers/gpt.hpp"
 #include "layers/kernels.hpp"
+#include "tests/device_buffer.hpp"
 
 using namespace gridlm::layers;
+using gridlm::test::DeviceBuffer;
+using gridlm::test::to_host;
 
 namespace {
 
@@ -207,11 +210,14 @@ TEST(Bf16, ProductOperandsAreStoredInBf16) {
   const ModelConfig m = model();
   const int B = 2, T = 40;
   const Batch batch(B, T);
-  std::vector<float> input(std::size_t(B) * T * m.d_model), dout(input.size());
+  // A stage's input and output gradient live in its memory, as a pipeline's do.
+  DeviceBuffer<float> input(std::size_t(B) * T * m.d_model), dout(input.size());
   for (std::size_t i = 0; i < input.size(); ++i) {
-    input[i] = std::sin(0.37f * float(i));
-    dout[i] = 0.01f * std::cos(0.11f * float(i));
+    input.host[i] = std::sin(0.37f * float(i));
+    dout.host[i] = 0.01f * std::cos(0.11f * float(i));
   }
+  input.upload();
+  dout.upload();
   for (const StageSpec stage : {StageSpec{}, StageSpec{1, 2, false, false}}) {
     for (const Precision precision : {Precision::bf16, Precision::fp32}) {
       GPT g(m, B, T, stage, nullptr, 1, Backward::split, precision);
@@ -239,20 +245,6 @@ namespace {
 
 float r16(double x) { return round_to_bf16(float(x)); }
 
-// Device buffers filled from and read back to host vectors.
-Kokkos::View<float*> to_device(const std::vector<float>& h) {
-  Kokkos::View<float*> d("d", h.size());
-  auto m = Kokkos::create_mirror_view(d);
-  for (std::size_t i = 0; i < h.size(); ++i)
-    m(i) = h[i];
-  Kokkos::deep_copy(d, m);
-  return d;
-}
-std::vector<float> to_host(const Kokkos::View<float*>& d) {
-  auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
-  return std::vector<float>(m.data(), m.data() + m.size());
-}
-
 } // namespace
 
 // Attention in bf16 against a reference written from the contract, in double with the rounding
@@ -270,8 +262,8 @@ TEST(Bf16, AttentionRoundsEveryProductOperand) {
     qkv[i] = 1.5f * std::sin(0.913f * float(i) + 0.3f);
   for (std::size_t i = 0; i < dout.size(); ++i)
     dout[i] = std::cos(0.577f * float(i));
-  Kokkos::View<float*> d_qkv = to_device(qkv), d_dout = to_device(dout), out("out", N * C),
-                       dqkv("dqkv", N * 3 * C);
+  const DeviceBuffer<float> d_qkv(qkv), d_dout(dout);
+  Kokkos::View<float*> out("out", N * C), dqkv("dqkv", N * 3 * C);
   std::vector<Kokkos::View<float*>> bufs;
   const auto buffer = [&](std::size_t n) {
     bufs.emplace_back("buffer", n);

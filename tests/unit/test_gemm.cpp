@@ -7,8 +7,10 @@
 
 #include "layers/blas_info.hpp"
 #include "layers/kernels.hpp"
+#include "tests/device_buffer.hpp"
 
 using namespace gridlm::layers;
+using gridlm::test::DeviceBuffer;
 
 TEST(Matmul, MatchesTripleLoopForAllTransposes) {
   std::mt19937 rng(7);
@@ -16,13 +18,15 @@ TEST(Matmul, MatchesTripleLoopForAllTransposes) {
   const long m = 13, k = 21, n = 9;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
-      std::vector<float> a(m * k), b(k * n), c(m * n), c0;
-      for (auto* v : {&a, &b, &c})
+      std::vector<float> a(m * k), b(k * n), c0(m * n);
+      for (auto* v : {&a, &b, &c0})
         for (float& x : *v)
           x = u(rng);
-      c0 = c;
-      matmul(c.data(), a.data(), ta ? Transpose::yes : Transpose::no, b.data(),
+      const DeviceBuffer<float> da(a), db(b);
+      DeviceBuffer<float> dc(c0);
+      matmul(dc.data(), da.data(), ta ? Transpose::yes : Transpose::no, db.data(),
              tb ? Transpose::yes : Transpose::no, m, n, k, 0.5f, 2.0f);
+      const std::vector<float>& c = dc.download();
       for (long i = 0; i < m; ++i) {
         for (long j = 0; j < n; ++j) {
           double ref = 0.0;

@@ -10,6 +10,7 @@
 #include "layers/adamw.hpp"
 #include "layers/gpt.hpp"
 #include "parallel/diagnostics.hpp"
+#include "tests/device_buffer.hpp"
 
 using namespace gridlm::layers;
 
@@ -243,15 +244,19 @@ void expect_split_backward_matches_fused(const ModelConfig& m, const StageSpec& 
                                          Precision precision = Precision::fp32) {
   const int B = 2, T = 8, C = m.d_model;
   std::vector<std::int32_t> x(B * T * 2), y(B * T * 2);
-  std::vector<float> input(std::size_t(B) * T * C * 2), dout(input.size());
+  // The previous stage's output and the next stage's input gradient, where a pipeline keeps
+  // them: in the stage's memory. Tokens and targets come from the host.
+  gridlm::test::DeviceBuffer<float> input(std::size_t(B) * T * C * 2), dout(input.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     x[i] = std::int32_t((i * 7 + 3) % std::size_t(m.vocab_size));
     y[i] = std::int32_t((i * 5 + 1) % std::size_t(m.vocab_size));
   }
   for (std::size_t i = 0; i < input.size(); ++i) {
-    input[i] = std::sin(0.37f * float(i));
-    dout[i] = 0.01f * std::cos(0.11f * float(i));
+    input.host[i] = std::sin(0.37f * float(i));
+    dout.host[i] = 0.01f * std::cos(0.11f * float(i));
   }
+  input.upload();
+  dout.upload();
   GPT fused(m, B, T, stage, nullptr, 2, Backward::fused, precision),
       split(m, B, T, stage, nullptr, 2, Backward::split, precision);
   std::vector<float> dinput[2][2]; // [model][micro-batch]
@@ -271,7 +276,7 @@ void expect_split_backward_matches_fused(const ModelConfig& m, const StageSpec& 
         g->backward(0.5f, d, mb);
       }
       if (!stage.embedding) {
-        dinput[which][mb].assign(g->input_grad(), g->input_grad() + std::size_t(B) * T * C);
+        dinput[which][mb] = gridlm::test::to_host(g->input_grad(), std::size_t(B) * T * C);
       }
     }
     if (which) {

@@ -7,6 +7,9 @@
 // max |numeric - analytic| <= 2e-2 * max |analytic| + 2e-7 / step per tensor (the second term
 // is the rounding of an O(1) fp32 loss), which a wrong index, sign or missing term exceeds by
 // orders of magnitude.
+//
+// Every buffer a kernel reads or writes is device memory (tests/device_buffer.hpp), so the checks
+// run unchanged on a GPU build.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,9 +24,12 @@
 #include "layers/gpt.hpp"
 #include "layers/layernorm.hpp"
 #include "layers/linear.hpp"
+#include "tests/device_buffer.hpp"
 
 using namespace gridlm::layers;
 using Vec = std::vector<float>;
+using Buf = gridlm::test::DeviceBuffer<float>;
+using Ids = gridlm::test::DeviceBuffer<std::int32_t>;
 
 namespace {
 
@@ -42,10 +48,11 @@ double dot(const Vec& a, const Vec& b) {
   return s;
 }
 
-// Compares `analytic` with central differences of `loss` w.r.t. `x`, at up to `samples` indices.
+// Compares `analytic` with central differences of `loss` w.r.t. the host values `x`, at up to
+// `samples` indices; `put` hands each perturbed `x` to where the loss reads it.
 void expect_gradient(const char* what, Vec& x, const Vec& analytic,
-                     const std::function<double()>& loss, float eps = 1e-2f,
-                     std::size_t samples = 64) {
+                     const std::function<double()>& loss, const std::function<void()>& put,
+                     float eps = 1e-2f, std::size_t samples = 64) {
   ASSERT_EQ(x.size(), analytic.size()) << what;
   float scale = 0.0f;
   for (float g : analytic)
@@ -56,17 +63,27 @@ void expect_gradient(const char* what, Vec& x, const Vec& analytic,
   for (std::size_t i = 0; i < x.size(); i += stride) {
     const float keep = x[i];
     x[i] = keep + eps;
+    put();
     const double up = loss();
     x[i] = keep - eps;
+    put();
     const double down = loss();
     x[i] = keep;
     const float numeric = float((up - down) / (2.0 * eps));
     worst = std::max(worst, std::fabs(numeric - analytic[i]));
   }
+  put();
   // Absolute floor: rounding of an O(1) fp32 loss, divided by 2 eps.
   const float floor = 2e-7f / eps;
   EXPECT_LE(worst, 2e-2f * scale + floor)
       << what << ": max |numeric - analytic| = " << worst << " against max |analytic| = " << scale;
+}
+
+// The same for a layer input or weight held in device memory: the kernels read x's device copy.
+void expect_gradient(const char* what, Buf& x, Buf& analytic, const std::function<double()>& loss,
+                     float eps = 1e-2f, std::size_t samples = 64) {
+  expect_gradient(
+      what, x.host, analytic.download(), loss, [&] { x.upload(); }, eps, samples);
 }
 
 } // namespace
@@ -74,12 +91,12 @@ void expect_gradient(const char* what, Vec& x, const Vec& analytic,
 TEST(GradCheck, Encoder) {
   std::mt19937 rng(1);
   const int B = 2, T = 3, C = 5, V = 7;
-  std::vector<std::int32_t> tok{1, 3, 1, 6, 0, 3}; // repeated ids exercise the scatter-add
-  Vec wte = random_vec(V * C, rng), wpe = random_vec(T * C, rng), R = random_vec(B * T * C, rng);
-  Vec out(B * T * C), dwte(V * C), dwpe(T * C);
+  const Ids tok(std::vector<std::int32_t>{1, 3, 1, 6, 0, 3}); // repeats exercise the scatter-add
+  Buf wte(random_vec(V * C, rng)), wpe(random_vec(T * C, rng)), R(random_vec(B * T * C, rng));
+  Buf out(B * T * C), dwte(V * C), dwpe(T * C);
   auto loss = [&] {
     encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
-    return dot(out, R);
+    return dot(out.download(), R.host);
   };
   encoder_backward(dwte.data(), dwpe.data(), R.data(), tok.data(), B, T, C);
   expect_gradient("encoder wte", wte, dwte, loss);
@@ -90,12 +107,12 @@ TEST(GradCheck, LayerNorm) {
   std::mt19937 rng(2);
   const long N = 6;
   const int C = 10;
-  Vec x = random_vec(N * C, rng, 2.0f), w = random_vec(C, rng), b = random_vec(C, rng),
-      R = random_vec(N * C, rng);
-  Vec out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
+  Buf x(random_vec(N * C, rng, 2.0f)), w(random_vec(C, rng)), b(random_vec(C, rng)),
+      R(random_vec(N * C, rng));
+  Buf out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
   auto loss = [&] {
     layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-    return dot(out, R);
+    return dot(out.download(), R.host);
   };
   loss();
   layernorm_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), mean.data(),
@@ -109,12 +126,12 @@ TEST(GradCheck, Linear) {
   std::mt19937 rng(3);
   const long N = 5;
   const int C = 7, OC = 70; // OC > one column block of the bias reduction
-  Vec x = random_vec(N * C, rng), w = random_vec(OC * C, rng), b = random_vec(OC, rng),
-      R = random_vec(N * OC, rng);
-  Vec out(N * OC), dx(N * C), dw(OC * C), db(OC);
+  Buf x(random_vec(N * C, rng)), w(random_vec(OC * C, rng)), b(random_vec(OC, rng)),
+      R(random_vec(N * OC, rng));
+  Buf out(N * OC), dx(N * C), dw(OC * C), db(OC);
   auto loss = [&] {
     linear_forward(out.data(), x.data(), w.data(), b.data(), N, C, OC);
-    return dot(out, R);
+    return dot(out.download(), R.host);
   };
   linear_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), N, C, OC);
   expect_gradient("linear input", x, dx, loss);
@@ -125,10 +142,10 @@ TEST(GradCheck, Linear) {
 TEST(GradCheck, Gelu) {
   std::mt19937 rng(4);
   const long N = 50;
-  Vec x = random_vec(N, rng, 3.0f), R = random_vec(N, rng), out(N), dx(N);
+  Buf x(random_vec(N, rng, 3.0f)), R(random_vec(N, rng)), out(N), dx(N);
   auto loss = [&] {
     gelu_forward(out.data(), x.data(), N);
-    return dot(out, R);
+    return dot(out.download(), R.host);
   };
   gelu_backward(dx.data(), x.data(), R.data(), N);
   expect_gradient("gelu input", x, dx, loss, 1e-3f);
@@ -137,27 +154,29 @@ TEST(GradCheck, Gelu) {
 namespace {
 
 // Gradient of attention at sequence length T, and causality: output at position 0 must not
-// change when a later key changes.
+// change when a later key changes, while the output at that key's position does.
 void check_attention(int B, int T, int NH, int C, unsigned seed, std::size_t samples) {
   std::mt19937 rng(seed);
   const long N = long(B) * T;
-  Vec qkv = random_vec(N * 3 * C, rng), R = random_vec(N * C, rng), out(N * C), dqkv(N * 3 * C);
-  Vec q(N * C), k(N * C), v(N * C), att(B * NH * attention_scores_per_head(T)), yh(N * C),
+  Buf qkv(random_vec(N * 3 * C, rng)), R(random_vec(N * C, rng)), out(N * C), dqkv(N * 3 * C);
+  Buf q(N * C), k(N * C), v(N * C), att(B * NH * attention_scores_per_head(T)), yh(N * C),
       datt(attention_block * T), dq(N * C), dk(N * C), dv(N * C);
   AttentionSaved saved{q.data(), k.data(), v.data(), att.data()};
   AttentionScratch scratch{yh.data(), datt.data(), dq.data(), dk.data(), dv.data()};
   auto loss = [&] {
     attention_forward(out.data(), saved, scratch, qkv.data(), B, T, C, NH);
-    return dot(out, R);
+    return dot(out.download(), R.host);
   };
   loss();
   attention_backward(dqkv.data(), scratch, R.data(), saved, B, T, C, NH);
   expect_gradient("attention qkv", qkv, dqkv, loss, 1e-2f, samples);
   loss();
-  const float first = out[0];
-  qkv[(T - 1) * 3 * C + C] += 1.0f; // a key at the last position of batch 0
+  const float first = out.host[0], last = out.host[std::size_t(T - 1) * C];
+  qkv.host[(T - 1) * 3 * C + C] += 1.0f; // a key at the last position of batch 0
+  qkv.upload();
   loss();
-  EXPECT_EQ(out[0], first);
+  EXPECT_EQ(out.host[0], first);
+  EXPECT_NE(out.host[std::size_t(T - 1) * C], last) << "the last position sees its own key";
 }
 
 } // namespace
@@ -176,16 +195,20 @@ TEST(GradCheck, SoftmaxCrossEntropy) {
   const long N = 4;
   const int V = 11;
   Vec logits = random_vec(N * V, rng, 3.0f);
-  std::vector<std::int32_t> targets{0, 10, 3, 3};
-  Vec work(N * V), losses(N);
+  const Ids targets(std::vector<std::int32_t>{0, 10, 3, 3});
+  Buf work(N * V), losses(N);
+  const auto put = [&] {
+    work.host = logits;
+    work.upload();
+  };
   auto loss = [&] {
-    work = logits;
     return crossentropy_forward(work.data(), losses.data(), targets.data(), N, V);
   };
+  put();
   loss();
   crossentropy_backward(work.data(), targets.data(), 1.0f / float(N), N, V);
-  const Vec analytic = work; // loss() reuses work
-  expect_gradient("cross-entropy logits", logits, analytic, loss, 1e-3f);
+  const Vec analytic = work.download(); // the loss overwrites work in place
+  expect_gradient("cross-entropy logits", logits, analytic, loss, put, 1e-3f);
 }
 
 TEST(GradCheck, WholeModelEveryParameterTensor) {
@@ -223,12 +246,8 @@ TEST(GradCheck, WholeModelEveryParameterTensor) {
             Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
                 values.data(), values.size()));
       };
-      auto loss = [&] {
-        put();
-        return gpt.forward(x.data(), y.data(), B, T);
-      };
-      expect_gradient(p.name.c_str(), values, analytic, loss, 1e-3f, 16);
-      put();
+      auto loss = [&] { return gpt.forward(x.data(), y.data(), B, T); };
+      expect_gradient(p.name.c_str(), values, analytic, loss, put, 1e-3f, 16);
     }
   }
 }
