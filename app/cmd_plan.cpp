@@ -144,6 +144,18 @@ void run_auto(PlanCommand cmd) {
       f << plan_json(r);
       if (!f) throw Error(fmt::format("cannot write '{}'; give a writable path", cmd.json));
     }
+    // Nothing to run is a failed plan (a job script must not go on to train), reasons first.
+    if (r.ranked.empty()) {
+      if (rank == 0) {
+        std::fputs(report.c_str(), stdout);
+        std::fflush(stdout);
+      }
+      throw Error(fmt::format(
+          "no layout of {} ranks can run this configuration (the reasons are above): give "
+          "another --ranks, --ranks-per-node, --global-batch or --max-micro-batch, or a smaller "
+          "model",
+          cmd.ranks));
+    }
   });
   if (rank == 0) std::fputs(report.c_str(), stdout);
 }

@@ -100,9 +100,11 @@ Schedule make_schedule(ScheduleKind kind, int p, int m, int v) {
                             schedule_name(kind), v));
   }
   if (kind == ScheduleKind::interleaved && v > 1 && m % p != 0) {
-    throw Error(fmt::format("interleaved-1f1b needs the micro-batches ({}) to be a multiple of "
-                            "the pipeline stages ({}); use {} or {}",
-                            m, p, m / p * p > 0 ? m / p * p : p, (m / p + 1) * p));
+    const int below = m / p * p, above = below + p;
+    throw Error(fmt::format(
+        "interleaved-1f1b needs the micro-batches ({}) to be a multiple of "
+        "the pipeline stages ({}); use {}",
+        m, p, below > 0 ? fmt::format("{} or {}", below, above) : fmt::format("{}", above)));
   }
   Schedule s{kind, p, m, v, std::vector<std::vector<Op>>(p)};
   for (int stage = 0; stage < p; ++stage) {

@@ -27,6 +27,7 @@ MPIEXEC=("$@")
 LIMIT=${GRIDLM_BAD_INPUT_SECONDS:-20}
 CFG=$here/configs/tiny_fast.toml
 CONFIGS=$here/configs
+ROOT=$(cd "$here/../.." && pwd) # the source tree (bench/machines)
 OUT=$W/out
 
 # The prepared files: good ones to damage, and damaged ones.

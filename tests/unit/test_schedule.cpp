@@ -66,6 +66,21 @@ TEST(Schedule, RefusesImpossibleParameters) {
   EXPECT_EQ(parse_schedule("zb-h1"), ScheduleKind::zb_h1);
 }
 
+// The refusal of a micro-batch count that interleaving cannot use names the counts it can.
+TEST(Schedule, InterleavingSuggestsTheNearestUsableMicroBatchCounts) {
+  const auto message = [](int p, int m) -> std::string {
+    try {
+      make_schedule(ScheduleKind::interleaved, p, m, 2);
+    } catch (const gridlm::Error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_NE(message(4, 6).find("; use 4 or 8"), std::string::npos) << message(4, 6);
+  EXPECT_NE(message(4, 1).find("; use 4"), std::string::npos) << message(4, 1);
+  EXPECT_EQ(message(4, 1).find(" or "), std::string::npos) << "no count below 1 to offer";
+}
+
 TEST(Simulator, FillDrainAnd1F1BMatchTheFormula) {
   const OpCosts uniform{1.0, 2.0, 0.0, 0.0};
   for (int p : {1, 2, 3, 4, 8}) {
