@@ -115,7 +115,7 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
       const long rows = blk.r1 - blk.r0, keys = blk.r1, r0 = blk.r0;
       float* a = saved.att + h0 * per_head + blk.offset; // g x [rows, keys], per_head apart
       matmul_batched(a, per_head, q + h0 * head + r0 * hs, head, Transpose::no, k + h0 * head, head,
-                     Transpose::yes, rows, keys, hs, scale, 0.0f, g);
+                     Transpose::yes, rows, keys, hs, scale, 0.0f, g, precision);
       for_each_row(
           "layers::Attention::causal_softmax", g * rows, KOKKOS_LAMBDA(const Team& team) {
             const long gi = team.league_rank(), i = gi % rows, t = r0 + i; // keys 0..t visible
@@ -130,7 +130,7 @@ void attention_forward(float* out, AttentionSaved saved, AttentionScratch scratc
       const auto [p, p_stride] =
           probabilities_operand(scratch.datt, a, per_head, rows * keys, g, bf16);
       matmul_batched(yh + h0 * head + r0 * hs, head, p, p_stride, Transpose::no, v + h0 * head,
-                     head, Transpose::no, rows, hs, keys, 1.0f, 0.0f, g);
+                     head, Transpose::no, rows, hs, keys, 1.0f, 0.0f, g, precision);
     }
   }
   from_heads(out, yh, C, 0, B, T, NH, hs, Assign{});
@@ -164,9 +164,9 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
       // dv first: in bf16 it reads the rounded probabilities from datt before datt is used.
       const auto [p, p_stride] = probabilities_operand(datt, a, per_head, block_size, g, bf16);
       matmul_batched(dv + h0 * head, head, p, p_stride, Transpose::yes, dy, head, Transpose::no,
-                     keys, hs, rows, 1.0f, beta, g);
+                     keys, hs, rows, 1.0f, beta, g, precision);
       matmul_batched(datt, block_size, dy, head, Transpose::no, saved.v + h0 * head, head,
-                     Transpose::yes, rows, keys, hs, 1.0f, 0.0f, g);
+                     Transpose::yes, rows, keys, hs, 1.0f, 0.0f, g, precision);
       // Softmax backward in place: dS = att * (datt - rowsum(att * datt)) * scale.
       for_each_row(
           "layers::Attention::softmax_backward", g * rows, KOKKOS_LAMBDA(const Team& team) {
@@ -179,10 +179,11 @@ void attention_backward(float* dqkv, AttentionScratch scratch, const float* dout
           });
       if (bf16) round_to_bf16(datt, g * block_size);
       matmul_batched(dq + h0 * head + r0 * hs, head, datt, block_size, Transpose::no,
-                     saved.k + h0 * head, head, Transpose::no, rows, hs, keys, 1.0f, 0.0f, g);
+                     saved.k + h0 * head, head, Transpose::no, rows, hs, keys, 1.0f, 0.0f, g,
+                     precision);
       matmul_batched(dk + h0 * head, head, datt, block_size, Transpose::yes,
                      saved.q + h0 * head + r0 * hs, head, Transpose::no, keys, hs, rows, 1.0f, beta,
-                     g);
+                     g, precision);
     }
   }
   // Two instantiations rather than a select inside one loop, which would keep it scalar.

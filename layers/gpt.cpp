@@ -232,7 +232,7 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
                     C);
   stored_operand(sl.lnf, N * C);
   // Vocabulary-parallel head: this rank's logit columns; the loss reduces three numbers a row.
-  linear_forward(sl.logits, sl.lnf, weight(t.lm_head), nullptr, N, C, int(Vl));
+  linear_forward(sl.logits, sl.lnf, weight(t.lm_head), nullptr, N, C, int(Vl), precision_);
   if (logits_out != nullptr) {
     if (tp_size_ != 1)
       throw Error("logits can only be copied out of a model that is not tensor-split");
@@ -256,18 +256,20 @@ void GPT::block_forward(BlockActs& a, const BlockParams& p, const float* residua
                  p.fc_w, p.fc_b, p.fcproj_w, p.fcproj_b});
   layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p.ln1_w), param(p.ln1_b), N, C);
   // Column-parallel QKV: this rank's heads only.
-  linear_forward(a.qkv, stored_operand(a.ln1, N * C), weight(p.qkv_w), param(p.qkv_b), N, C,
-                 3 * Cl);
+  linear_forward(a.qkv, stored_operand(a.ln1, N * C), weight(p.qkv_w), param(p.qkv_b), N, C, 3 * Cl,
+                 precision_);
   attention_forward(a.atty, a.attn, attn_scratch_, a.qkv, B, T, Cl, NH, precision_);
   // Row-parallel projection: partial sums, all-reduced, then bias and residual once.
-  linear_forward(a.res2, stored_operand(a.atty, N * Cl), weight(p.attproj_w), nullptr, N, Cl, C);
+  linear_forward(a.res2, stored_operand(a.atty, N * Cl), weight(p.attproj_w), nullptr, N, Cl, C,
+                 precision_);
   tp_sum(a.res2, N * C);
   add_bias_residual(a.res2, param(p.attproj_b), residual, N, C);
   layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, param(p.ln2_w), param(p.ln2_b), N, C);
-  linear_forward(a.fch, stored_operand(a.ln2, N * C), weight(p.fc_w), param(p.fc_b), N, C, 4 * Cl);
+  linear_forward(a.fch, stored_operand(a.ln2, N * C), weight(p.fc_w), param(p.fc_b), N, C, 4 * Cl,
+                 precision_);
   gelu_forward(a.fch_gelu, a.fch, N * 4 * Cl);
   linear_forward(a.res3, stored_operand(a.fch_gelu, N * 4 * Cl), weight(p.fcproj_w), nullptr, N,
-                 4 * Cl, C);
+                 4 * Cl, C, precision_);
   tp_sum(a.res3, N * C);
   add_bias_residual(a.res3, param(p.fcproj_b), a.res2, N, C);
 }
@@ -302,9 +304,10 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
   // kept in `saved` (when it is not already kept) for backward_weights().
   auto linear = [&](float* dinp, int w, int bias, const float* dout, float* saved, const float* inp,
                     int in, int out) {
-    linear_backward_input(dinp, dout, weight(w), N, in, out, GradWrite::overwrite);
+    linear_backward_input(dinp, dout, weight(w), N, in, out, GradWrite::overwrite, precision_);
     if (!defer) {
-      linear_backward_weight(grad(w), bias < 0 ? nullptr : grad(bias), dout, inp, N, in, out);
+      linear_backward_weight(grad(w), bias < 0 ? nullptr : grad(bias), dout, inp, N, in, out,
+                             precision_);
     } else if (saved != nullptr && saved != dout) {
       copy(saved, dout, N * out);
     }
@@ -367,16 +370,18 @@ void GPT::backward_weights(int slot) {
   const ParamTable& t = table_;
   if (stage_.head) {
     linear_backward_weight(grad(t.lm_head), nullptr, sl.logits, sl.lnf, N, C,
-                           int(table_.vocab_local));
+                           int(table_.vocab_local), precision_);
     grads_done_from(t.lnf_w); // the final LayerNorm's were done by backward_input
   }
   for (int l = int(sl.blocks.size()) - 1; l >= 0; --l) {
     const BlockParams& p = t.blocks[l];
     const BlockActs& a = sl.blocks[l];
-    linear_backward_weight(grad(p.fcproj_w), grad(p.fcproj_b), a.d_res3, a.fch_gelu, N, 4 * Cl, C);
-    linear_backward_weight(grad(p.fc_w), grad(p.fc_b), a.d_fch, a.ln2, N, C, 4 * Cl);
-    linear_backward_weight(grad(p.attproj_w), grad(p.attproj_b), a.d_res2, a.atty, N, Cl, C);
-    linear_backward_weight(grad(p.qkv_w), grad(p.qkv_b), a.d_qkv, a.ln1, N, C, 3 * Cl);
+    linear_backward_weight(grad(p.fcproj_w), grad(p.fcproj_b), a.d_res3, a.fch_gelu, N, 4 * Cl, C,
+                           precision_);
+    linear_backward_weight(grad(p.fc_w), grad(p.fc_b), a.d_fch, a.ln2, N, C, 4 * Cl, precision_);
+    linear_backward_weight(grad(p.attproj_w), grad(p.attproj_b), a.d_res2, a.atty, N, Cl, C,
+                           precision_);
+    linear_backward_weight(grad(p.qkv_w), grad(p.qkv_b), a.d_qkv, a.ln1, N, C, 3 * Cl, precision_);
     grads_done_from(p.ln1_w);
   }
 }

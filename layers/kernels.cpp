@@ -1,5 +1,6 @@
-// matmul through KokkosBlas::gemm on unmanaged row-major views (vendor BLAS underneath);
-// matmul_batched through cuBLAS where Kokkos runs on CUDA.
+// matmul through KokkosBlas::gemm on unmanaged row-major views (vendor BLAS underneath), or
+// cuBLAS's tensor-core GEMM for bf16 products where Kokkos runs on CUDA; matmul_batched through
+// cuBLAS there.
 #include "layers/kernels.hpp"
 
 #include <KokkosBlas3_gemm.hpp>
@@ -45,18 +46,6 @@ float* column_sum_scratch(std::size_t floats) {
   return scratch.data();
 }
 
-void matmul(float* out, const float* a, Transpose transpose_a, const float* b,
-            Transpose transpose_b, long m, long n, long k, float alpha, float beta) {
-  const bool trans_a = transpose_a == Transpose::yes, trans_b = transpose_b == Transpose::yes;
-  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-  using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Unmanaged>;
-  using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Unmanaged>;
-  const CMat av(a, trans_a ? k : m, trans_a ? m : k);
-  const CMat bv(b, trans_b ? n : k, trans_b ? k : n);
-  const Mat cv(out, m, n);
-  KokkosBlas::gemm(trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, av, bv, beta, cv);
-}
-
 #if defined(KOKKOS_ENABLE_CUDA)
 namespace {
 
@@ -81,28 +70,73 @@ cublasHandle_t cublas_handle() {
   return handle;
 }
 
+// fp32 products exactly as SGEMM computes them; bf16 ones on the tensor cores.
+cublasComputeType_t compute_type(Precision precision) {
+  return precision == Precision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+}
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first, no transposes added;
+// leading dimensions are the row lengths as stored. A batch of one is one plain GEMM.
+void cublas_gemm(float* out, long out_stride, const float* a, long a_stride, Transpose trans_a,
+                 const float* b, long b_stride, Transpose trans_b, long m, long n, long k,
+                 float alpha, float beta, long batch, Precision precision) {
+  const bool ta = trans_a == Transpose::yes, tb = trans_b == Transpose::yes;
+  const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int lda = int(ta ? m : k), ldb = int(tb ? k : n), ldc = int(n);
+  if (batch == 1) {
+    check_cublas(cublasGemmEx(cublas_handle(), op_b, op_a, int(n), int(m), int(k), &alpha, b,
+                              CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, out, CUDA_R_32F, ldc,
+                              compute_type(precision), CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  } else {
+    check_cublas(cublasGemmStridedBatchedEx(
+                     cublas_handle(), op_b, op_a, int(n), int(m), int(k), &alpha, b, CUDA_R_32F,
+                     ldb, b_stride, a, CUDA_R_32F, lda, a_stride, &beta, out, CUDA_R_32F, ldc,
+                     out_stride, int(batch), compute_type(precision), CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmStridedBatchedEx");
+  }
+}
+
 } // namespace
 #endif
 
-void matmul_batched(float* out, long out_stride, const float* a, long a_stride, Transpose trans_a,
-                    const float* b, long b_stride, Transpose trans_b, long m, long n, long k,
-                    float alpha, float beta, long batch) {
+void matmul(float* out, const float* a, Transpose transpose_a, const float* b,
+            Transpose transpose_b, long m, long n, long k, float alpha, float beta,
+            Precision precision) {
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>) {
-    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first, no transposes
-    // added; leading dimensions are the row lengths as stored.
-    const bool ta = trans_a == Transpose::yes, tb = trans_b == Transpose::yes;
-    check_cublas(cublasSgemmStridedBatched(cublas_handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                           ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
-                                           &alpha, b, int(tb ? k : n), b_stride, a, int(ta ? m : k),
-                                           a_stride, &beta, out, int(n), out_stride, int(batch)),
-                 "cublasSgemmStridedBatched");
+    if (precision == Precision::bf16) {
+      cublas_gemm(out, 0, a, 0, transpose_a, b, 0, transpose_b, m, n, k, alpha, beta, 1, precision);
+      return;
+    }
+  }
+#endif
+  // A CPU multiplies bf16 values in fp32: the same product (kernels.hpp).
+  (void)precision;
+  const bool trans_a = transpose_a == Transpose::yes, trans_b = transpose_b == Transpose::yes;
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Unmanaged>;
+  using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Unmanaged>;
+  const CMat av(a, trans_a ? k : m, trans_a ? m : k);
+  const CMat bv(b, trans_b ? n : k, trans_b ? k : n);
+  const Mat cv(out, m, n);
+  KokkosBlas::gemm(trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, av, bv, beta, cv);
+}
+
+void matmul_batched(float* out, long out_stride, const float* a, long a_stride, Transpose trans_a,
+                    const float* b, long b_stride, Transpose trans_b, long m, long n, long k,
+                    float alpha, float beta, long batch, Precision precision) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>) {
+    cublas_gemm(out, out_stride, a, a_stride, trans_a, b, b_stride, trans_b, m, n, k, alpha, beta,
+                batch, precision);
   } else
 #endif
   {
     for (long i = 0; i < batch; ++i) {
       matmul(out + i * out_stride, a + i * a_stride, trans_a, b + i * b_stride, trans_b, m, n, k,
-             alpha, beta);
+             alpha, beta, precision);
     }
   }
 }

@@ -53,14 +53,18 @@ enum class GradWrite { accumulate, overwrite };
 
 // out[m,n] = alpha * op(a) @ op(b) + beta * out, row-major; op(a) is [m,k], op(b) is [k,n].
 // a is [m,k] (or [k,m] when trans_a is yes), b is [k,n] (or [n,k] when trans_b is yes).
+// Precision::bf16 promises that a and b hold bf16 values (round_to_bf16): a GPU then multiplies
+// them on its tensor cores in bf16 with fp32 accumulation (cublasGemmEx, compute type
+// CUBLAS_COMPUTE_32F_FAST_16BF, whose conversion of such values is exact), a CPU in fp32, which
+// for them is the same product; out stays fp32 either way.
 void matmul(float* out, const float* a, Transpose trans_a, const float* b, Transpose trans_b,
-            long m, long n, long k, float alpha, float beta);
+            long m, long n, long k, float alpha, float beta, Precision precision = Precision::fp32);
 
 // out[i] = alpha * op(a[i]) @ op(b[i]) + beta * out[i] for i in [0, batch), matrix i of each
 // operand at its base + i * its stride (shapes as matmul's): one strided-batched GEMM on a GPU,
 // where a launch per small product would leave it idle; on a CPU, matmul after matmul.
 void matmul_batched(float* out, long out_stride, const float* a, long a_stride, Transpose trans_a,
                     const float* b, long b_stride, Transpose trans_b, long m, long n, long k,
-                    float alpha, float beta, long batch);
+                    float alpha, float beta, long batch, Precision precision = Precision::fp32);
 
 } // namespace gridlm::layers

@@ -6,7 +6,7 @@
 namespace gridlm::layers {
 
 void linear_forward(float* out, const float* inp, const float* w, const float* bias, long N, int C,
-                    int OC) {
+                    int OC, Precision precision) {
   if (bias != nullptr) {
     for_each(
         "layers::Linear::forward_bias", N, KOKKOS_LAMBDA(long n) {
@@ -15,18 +15,19 @@ void linear_forward(float* out, const float* inp, const float* w, const float* b
             o[j] = bias[j];
         });
   }
-  matmul(out, inp, Transpose::no, w, Transpose::yes, N, OC, C, 1.0f, bias != nullptr ? 1.0f : 0.0f);
+  matmul(out, inp, Transpose::no, w, Transpose::yes, N, OC, C, 1.0f, bias != nullptr ? 1.0f : 0.0f,
+         precision);
 }
 
 void linear_backward_input(float* dinp, const float* dout, const float* w, long N, int C, int OC,
-                           GradWrite dinp_write) {
+                           GradWrite dinp_write, Precision precision) {
   matmul(dinp, dout, Transpose::no, w, Transpose::no, N, C, OC, 1.0f,
-         dinp_write == GradWrite::overwrite ? 0.0f : 1.0f);
+         dinp_write == GradWrite::overwrite ? 0.0f : 1.0f, precision);
 }
 
 void linear_backward_weight(float* dw, float* dbias, const float* dout, const float* inp, long N,
-                            int C, int OC) {
-  matmul(dw, dout, Transpose::yes, inp, Transpose::no, OC, C, N, 1.0f, 1.0f);
+                            int C, int OC, Precision precision) {
+  matmul(dw, dout, Transpose::yes, inp, Transpose::no, OC, C, N, 1.0f, 1.0f, precision);
   if (dbias != nullptr) {
     column_sums<1>(
         "layers::Linear::backward_bias", {dbias}, N, OC,
@@ -35,9 +36,10 @@ void linear_backward_weight(float* dw, float* dbias, const float* dout, const fl
 }
 
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                     const float* w, long N, int C, int OC, GradWrite dinp_write) {
-  if (dinp != nullptr) linear_backward_input(dinp, dout, w, N, C, OC, dinp_write);
-  linear_backward_weight(dw, dbias, dout, inp, N, C, OC);
+                     const float* w, long N, int C, int OC, GradWrite dinp_write,
+                     Precision precision) {
+  if (dinp != nullptr) linear_backward_input(dinp, dout, w, N, C, OC, dinp_write, precision);
+  linear_backward_weight(dw, dbias, dout, inp, N, C, OC, precision);
 }
 
 } // namespace gridlm::layers
