@@ -2,7 +2,7 @@
 # Packs a CUDA build of gridlm for a GPU machine that has CUDA, its driver and Python but none of
 # gridlm's other libraries (MPICH, parallel HDF5, OpenBLAS, SentencePiece, ...), such as the
 # `device` machines of this workplace: the executables (gridlm, the GPU tests, the unit tests that
-# run on device memory, MPICH's launcher),
+# run on device memory, the GEMM benchmark, MPICH's launcher),
 # every shared library they load except the C runtime and CUDA's own (the machine brings those:
 # the driver's libcuda, and cudart, cuBLAS and NCCL of its CUDA), the benchmark configurations,
 # and the fp32 losses of this machine's CPU build for bench/gpu_check.sh to compare against.
@@ -25,6 +25,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/configs" "$stage/reference"
 bins=("$build/bin/gridlm" "$(readlink -f "$(command -v mpiexec)")" "$(command -v hydra_pmi_proxy)")
 [[ -x $build/tests/gpu/test_nccl_comm ]] && bins+=("$build/tests/gpu/test_nccl_comm")
+[[ -x $build/bin/bench_sgemm_peak ]] && bins+=("$build/bin/bench_sgemm_peak")
 # The unit tests whose kernels read and write only device memory (tests/device_buffer.hpp).
 for t in $gpu_unit_tests; do
   [[ -x $build/tests/$t ]] && bins+=("$build/tests/$t")

@@ -10,11 +10,15 @@
 #   4. the NCCL backend's test at one rank (test_nccl_comm), and the unit tests whose kernels
 #      work on device memory (layers' gradient checks, GEMMs, attention, bf16, stages), each on
 #      the GPU against its own CPU-independent expectations;
-#   5. a GPT-2 124M-shaped model (12 layers, width 768, vocabulary 50257, context 256) for 12 steps
+#   5. the GEMM rate through layers::matmul (8192^3, fp32 and bf16): the ceiling of the MFU;
+#   6. a GPT-2 124M-shaped model (12 layers, width 768, vocabulary 50257, context 256) for 12 steps
 #      in bf16 and fp32: tokens/s and MFU against the GPU's bf16 peak (H100/H200 SXM: 989 TFLOP/s
-#      dense; GPU_PEAK_TFLOPS to change it).
+#      dense; GPU_PEAK_TFLOPS to change it);
+#   7. `gridlm profile` of that shape in bf16 (OUT_DIR/profile-124m-bf16.json, for the planner),
+#      and `gridlm plan --auto` for one 8-GPU node priced by it.
 # Prints one summary line per step and exits non-zero if any failed.
-# GPU_CHECK_124M_STEPS (12) shortens step 5, to try the script on a CPU.
+# GPU_CHECK_124M_STEPS (12), GPU_CHECK_GEMM_N (8192) and GPU_CHECK_PROFILE_MB (1,2,4,8,16) shorten
+# steps 5-7, to try the script on a CPU.
 # Usage: bench/gpu_check.sh BUNDLE.tar.xz [OUT_DIR]
 set -uo pipefail
 bundle=$1 out=${2:-gpu-check}
@@ -66,10 +70,16 @@ fi
 for t in test_gemm test_gradcheck test_gpt test_bf16 test_attention test_sampler; do
   [[ -x $root/bin/$t ]] && step "$t" 300 mpiexec -n 1 "$root/bin/$t" --gtest_filter=-Blas.*
 done
+if [[ -x $root/bin/bench_sgemm_peak ]]; then
+  for precision in fp32 bf16; do
+    step "gemm_$precision" 120 "$root/bin/bench_sgemm_peak" "${GPU_CHECK_GEMM_N:-8192}" 9 $precision &&
+      sed -n 's/^RESULT /gemm: /p' "$out/gemm_$precision.log"
+  done
+fi
+gpt2_124m=(--config "$root/configs/tiny.toml" --set model.vocab_size=50257 --set model.seq_len=256
+  --set model.n_layer=12 --set model.n_head=12 --set model.d_model=768)
 for precision in bf16 fp32; do
-  step "gpt2_124m_$precision" 600 "$gridlm" train --config "$root/configs/tiny.toml" \
-    --set model.vocab_size=50257 --set model.seq_len=256 --set model.n_layer=12 \
-    --set model.n_head=12 --set model.d_model=768 --set train.micro_batch=16 \
+  step "gpt2_124m_$precision" 600 "$gridlm" train "${gpt2_124m[@]}" --set train.micro_batch=16 \
     --set train.steps="${GPU_CHECK_124M_STEPS:-12}" --set train.log_every=1 --set train.precision=$precision \
     --set train.peak_gflops="$((peak * 1000))" --set output.weights= \
     --set output.dir="$out/gpt2_124m_$precision" &&
@@ -82,4 +92,9 @@ print(f"gpt2_124m {sys.argv[2]}: median of {len(rows)} steps: "
       f"MFU {100 * statistics.median(r['mfu'] for r in rows):.1f}% of the bf16 peak")
 PY
 done
+step profile_124m_bf16 300 "$gridlm" profile "${gpt2_124m[@]}" --set train.precision=bf16 \
+  --micro-batches "${GPU_CHECK_PROFILE_MB:-1,2,4,8,16}" -o "$out/profile-124m-bf16.json" &&
+  step plan_124m_bf16 60 "$gridlm" plan --auto "${gpt2_124m[@]}" --set train.precision=bf16 \
+    --ranks 8 --ranks-per-node 8 --global-batch 128 --profile "$out/profile-124m-bf16.json" &&
+  head -n 5 "$out/plan_124m_bf16.log"
 exit $failed
