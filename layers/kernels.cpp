@@ -1,6 +1,5 @@
-// matmul through KokkosBlas::gemm on unmanaged row-major views (vendor BLAS underneath), or
-// cuBLAS's tensor-core GEMM for bf16 products where Kokkos runs on CUDA; matmul_batched through
-// cuBLAS there.
+// matmul through KokkosBlas::gemm on unmanaged row-major views (vendor BLAS underneath); where
+// Kokkos runs on CUDA, matmul and matmul_batched through cuBLAS (tensor cores for bf16).
 #include "layers/kernels.hpp"
 
 #include <KokkosBlas3_gemm.hpp>
@@ -57,14 +56,15 @@ void check_cublas(cublasStatus_t status, const char* call) {
 }
 
 // One handle for the process, on Kokkos' stream so that products stay ordered with the kernels
-// around them. Never destroyed: it would outlive Kokkos' finalisation of the device, and the
-// driver frees it with the process.
+// around them. Destroyed when Kokkos finalises, before the device goes: a handle left to the
+// end of the process would be torn down after the CUDA context it belongs to.
 cublasHandle_t cublas_handle() {
   static const cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
     check_cublas(cublasCreate(&h), "cublasCreate");
     check_cublas(cublasSetStream(h, Kokkos::DefaultExecutionSpace().cuda_stream()),
                  "cublasSetStream");
+    Kokkos::push_finalize_hook([h] { cublasDestroy(h); });
     return h;
   }();
   return handle;
@@ -105,11 +105,11 @@ void matmul(float* out, const float* a, Transpose transpose_a, const float* b,
             Transpose transpose_b, long m, long n, long k, float alpha, float beta,
             Precision precision) {
 #if defined(KOKKOS_ENABLE_CUDA)
+  // cuBLAS itself rather than through Kokkos Kernels, whose GEMM is its own (slow) kernel when
+  // it was built without the cuBLAS TPL.
   if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>) {
-    if (precision == Precision::bf16) {
-      cublas_gemm(out, 0, a, 0, transpose_a, b, 0, transpose_b, m, n, k, alpha, beta, 1, precision);
-      return;
-    }
+    cublas_gemm(out, 0, a, 0, transpose_a, b, 0, transpose_b, m, n, k, alpha, beta, 1, precision);
+    return;
   }
 #endif
   // A CPU multiplies bf16 values in fp32: the same product (kernels.hpp).
