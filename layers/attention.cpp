@@ -38,15 +38,11 @@ Block block(int T, long r) {
 // Head-major copy: dst[B,NH,T,hs] = columns [col, col + C) of src rows [B*T, row_stride].
 void to_heads(float* dst, const float* src, long row_stride, long col, int B, int T, int NH,
               int hs) {
-  for_each(
-      "layers::Attention::to_heads", long(B) * T, KOKKOS_LAMBDA(long bt) {
-        const long b = bt / T, t = bt % T;
-        const float* row = src + bt * row_stride + col;
-        for (int h = 0; h < NH; ++h) {
-          float* out = dst + ((b * NH + h) * T + t) * hs;
-          for (int d = 0; d < hs; ++d)
-            out[d] = row[h * hs + d];
-        }
+  // A row per (position, head): its hs values, contiguous on both sides.
+  for_each_element(
+      "layers::Attention::to_heads", long(B) * T * NH, hs, KOKKOS_LAMBDA(long r, long d) {
+        const long bt = r / NH, h = r % NH, b = bt / T, t = bt % T;
+        dst[((b * NH + h) * T + t) * hs + d] = src[bt * row_stride + col + h * hs + d];
       });
 }
 
@@ -54,15 +50,10 @@ void to_heads(float* dst, const float* src, long row_stride, long col, int B, in
 template <class Combine>
 void from_heads(float* dst, const float* src, long row_stride, long col, int B, int T, int NH,
                 int hs, Combine combine) {
-  for_each(
-      "layers::Attention::from_heads", long(B) * T, KOKKOS_LAMBDA(long bt) {
-        const long b = bt / T, t = bt % T;
-        float* row = dst + bt * row_stride + col;
-        for (int h = 0; h < NH; ++h) {
-          const float* in = src + ((b * NH + h) * T + t) * hs;
-          for (int d = 0; d < hs; ++d)
-            combine(row[h * hs + d], in[d]);
-        }
+  for_each_element(
+      "layers::Attention::from_heads", long(B) * T * NH, hs, KOKKOS_LAMBDA(long r, long d) {
+        const long bt = r / NH, h = r % NH, b = bt / T, t = bt % T;
+        combine(dst[bt * row_stride + col + h * hs + d], src[((b * NH + h) * T + t) * hs + d]);
       });
 }
 

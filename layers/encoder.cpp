@@ -7,18 +7,10 @@ namespace gridlm::layers {
 
 void token_embedding_forward(float* out, const std::int32_t* tokens, const float* wte, int B, int T,
                              int C, long vocab_begin, long vocab_local) {
-  for_each(
-      "layers::Encoder::token_forward", long(B) * T, KOKKOS_LAMBDA(long bt) {
+  for_each_element(
+      "layers::Encoder::token_forward", long(B) * T, C, KOKKOS_LAMBDA(long bt, long i) {
         const long row = long(tokens[bt]) - vocab_begin;
-        float* o = out + bt * C;
-        if (row < 0 || row >= vocab_local) {
-          for (int i = 0; i < C; ++i)
-            o[i] = 0.0f;
-        } else {
-          const float* te = wte + row * C;
-          for (int i = 0; i < C; ++i)
-            o[i] = te[i];
-        }
+        out[bt * C + i] = row < 0 || row >= vocab_local ? 0.0f : wte[row * C + i];
       });
 }
 
@@ -55,13 +47,9 @@ void token_embedding_backward(float* dwte, const float* dout, const std::int32_t
 }
 
 void position_embedding_forward(float* out, const float* wpe, int B, int T, int C) {
-  for_each(
-      "layers::Encoder::position_forward", long(B) * T, KOKKOS_LAMBDA(long bt) {
-        const float* pe = wpe + (bt % T) * C;
-        float* o = out + bt * C;
-        for (int i = 0; i < C; ++i)
-          o[i] += pe[i];
-      });
+  for_each_element(
+      "layers::Encoder::position_forward", long(B) * T, C,
+      KOKKOS_LAMBDA(long bt, long i) { out[bt * C + i] += wpe[(bt % T) * C + i]; });
 }
 
 void position_embedding_backward(float* dwpe, const float* dout, int B, int T, int C) {

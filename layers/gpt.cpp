@@ -48,13 +48,9 @@ void check_config(const ModelConfig& m) {
 
 // out[N,C] += bias[C] + residual[N,C]: after a row-parallel layer's all-reduce.
 void add_bias_residual(float* out, const float* bias, const float* residual, long N, int C) {
-  for_each(
-      "layers::Residual::forward", N, KOKKOS_LAMBDA(long n) {
-        float* o = out + n * C;
-        const float* r = residual + n * C;
-        for (int i = 0; i < C; ++i)
-          o[i] += bias[i] + r[i];
-      });
+  for_each_element(
+      "layers::Residual::forward", N, C,
+      KOKKOS_LAMBDA(long n, long i) { out[n * C + i] += bias[i] + residual[n * C + i]; });
 }
 
 } // namespace

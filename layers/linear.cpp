@@ -8,12 +8,9 @@ namespace gridlm::layers {
 void linear_forward(float* out, const float* inp, const float* w, const float* bias, long N, int C,
                     int OC, Precision precision) {
   if (bias != nullptr) {
-    for_each(
-        "layers::Linear::forward_bias", N, KOKKOS_LAMBDA(long n) {
-          float* o = out + n * OC;
-          for (int j = 0; j < OC; ++j)
-            o[j] = bias[j];
-        });
+    for_each_element(
+        "layers::Linear::forward_bias", N, OC,
+        KOKKOS_LAMBDA(long n, long j) { out[n * OC + j] = bias[j]; });
   }
   matmul(out, inp, Transpose::no, w, Transpose::yes, N, OC, C, 1.0f, bias != nullptr ? 1.0f : 0.0f,
          precision);

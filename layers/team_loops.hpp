@@ -33,6 +33,25 @@ constexpr bool host_teams =
 constexpr int forced_team_size = 0;
 #endif
 
+// Runs f(n, j) for every row n in [0, rows) and column j in [0, cols): element-wise work on
+// row-major matrices (copies, biases, residuals). On a CPU a thread per row walks its columns
+// in order, a loop the compiler vectorizes; on a GPU a thread per element, neighbouring threads
+// on neighbouring columns, so that their loads and stores coalesce (a thread walking a row
+// would touch addresses a whole row apart from its neighbours').
+template <class F>
+void for_each_element(const char* label, long rows, long cols, const F& f) {
+  if constexpr (host_teams) {
+    for_each(
+        label, rows, KOKKOS_LAMBDA(long n) {
+          for (long j = 0; j < cols; ++j)
+            f(n, j);
+        });
+  } else {
+    for_each(
+        label, rows * cols, KOKKOS_LAMBDA(long e) { f(e / cols, e % cols); });
+  }
+}
+
 // Runs f(team) for each of n rows, the row being team.league_rank(): the team's threads share
 // the row's work (team_sum, team_max, team_for), as a GPU needs to keep its thousands of threads
 // busy when rows are few and long. On a CPU a team is one thread, and the row's loops run in
