@@ -13,6 +13,7 @@
 #include "parallel/diagnostics.hpp"
 #if defined(GRIDLM_HAVE_NCCL)
 #include "parallel/comm_nccl.hpp"
+#include "parallel/cuda_check.hpp"
 #endif
 
 namespace gridlm::engine {
@@ -99,22 +100,39 @@ std::string resolve_backend(const std::string& configured) {
       "parallel.backend = \"{}\": the backends are auto, mpi, mpi-staged and nccl", configured));
 }
 
-std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, parallel::Axis axis,
-                                               const std::string& backend) {
+std::string mpi_backend() { return mpi_reads_model_memory() ? "mpi" : "mpi-staged"; }
+
+std::unique_ptr<parallel::Comm> make_comm(parallel::MpiCommHandle handle, const char* name,
+                                          const std::string& backend) {
+  const std::vector<int> members = parallel::world_ranks(*handle);
 #if defined(GRIDLM_HAVE_NCCL)
   if (backend == "nccl") {
-    parallel::select_local_device(grid.node_comm());
-    auto comm = std::make_unique<parallel::NcclComm>(grid.axis_handle(axis));
-    comm->set_identity(parallel::axis_name(axis), parallel::world_ranks(grid.axis_comm(axis)));
+#if defined(KOKKOS_ENABLE_CUDA)
+    // NCCL on the GPU Kokkos computes on (chosen from the launcher's local rank or
+    // --kokkos-device-id), which a local-rank rule of our own could contradict; its operations
+    // wait on Kokkos' stream, so they read what the kernels queued before them wrote.
+    const Kokkos::Cuda kokkos;
+    GRIDLM_CUDA_CHECK(cudaSetDevice(kokkos.cuda_device()));
+    auto comm = std::make_unique<parallel::NcclComm>(handle, nullptr, kokkos.cuda_stream());
+#else
+    auto comm = std::make_unique<parallel::NcclComm>(handle);
+#endif
+    comm->set_identity(name, members);
     return comm;
   }
 #endif
   if (backend == "mpi-staged") {
-    auto comm = std::make_unique<parallel::StagedComm>(grid.make_mpi_comm(axis), kokkos_copies());
-    comm->set_identity(parallel::axis_name(axis), parallel::world_ranks(grid.axis_comm(axis)));
+    auto comm = std::make_unique<parallel::StagedComm>(
+        std::make_unique<parallel::MpiComm>(handle, name), kokkos_copies());
+    comm->set_identity(name, members);
     return comm;
   }
-  return grid.make_mpi_comm(axis);
+  return std::make_unique<parallel::MpiComm>(handle, name);
+}
+
+std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, parallel::Axis axis,
+                                               const std::string& backend) {
+  return make_comm(grid.axis_handle(axis), parallel::axis_name(axis), backend);
 }
 
 } // namespace gridlm::engine

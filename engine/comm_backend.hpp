@@ -10,6 +10,7 @@
 
 #include "parallel/comm.hpp"
 #include "parallel/grid.hpp"
+#include "parallel/mpi_comm_handle.hpp"
 
 namespace gridlm::engine {
 
@@ -19,7 +20,15 @@ namespace gridlm::engine {
 // cannot read the model's memory. Collective only in that every rank asks the same library.
 std::string resolve_backend(const std::string& configured);
 
-// Collective over the axis: a Comm of the resolved backend (NCCL also selects the rank's GPU).
+// The MPI backend for the model's buffers: "mpi" where MPI can read them, else "mpi-staged"
+// (what carries a pipeline's transfers under "nccl" when they cannot go in NCCL's groups).
+std::string mpi_backend();
+
+// Collective over `comm`: a Comm of the resolved backend named `name` (a string that outlives
+// it). NCCL runs on the GPU and after the stream that Kokkos computes on.
+std::unique_ptr<parallel::Comm> make_comm(parallel::MpiCommHandle comm, const char* name,
+                                          const std::string& backend);
+// The same over one axis of the grid.
 std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, parallel::Axis axis,
                                                const std::string& backend);
 

@@ -12,6 +12,7 @@
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
 
+#include "engine/comm_backend.hpp"
 #include "engine/memory_budget.hpp"
 #include "engine/statistics.hpp"
 #include "gridlm/version.hpp"
@@ -115,8 +116,11 @@ OpEntry time_entry(const layers::ModelConfig& model, int tp_size, int B, int rep
   const int rank = parallel::comm_rank(world);
   MPI_Comm tp_raw = MPI_COMM_NULL;
   GRIDLM_MPI_CHECK(MPI_Comm_split(world, rank / tp_size, rank, &tp_raw));
-  parallel::MpiComm tp(parallel::own_comm(tp_raw), "tp");
-  const StageTimer timer{model, B, model.seq_len, repeats, world, tp_size > 1 ? &tp : nullptr};
+  const parallel::MpiCommHandle tp_handle = parallel::own_comm(tp_raw);
+  // The backend a run would choose (NCCL on a GPU build): the model's buffers are device memory.
+  const std::unique_ptr<parallel::Comm> tp =
+      tp_size > 1 ? make_comm(tp_handle, "tp", resolve_backend("auto")) : nullptr;
+  const StageTimer timer{model, B, model.seq_len, repeats, world, tp.get()};
   OpEntry e;
   e.tp = tp_size;
   e.micro_batch = B;

@@ -147,8 +147,9 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
     plan.pipeline = parallel::plan_pipeline(schedule, config.train.eval_batches,
                                             nccl_transfers ? parallel::Transfers::grouped_if_proven
                                                            : parallel::Transfers::up_front);
+    // Transfers NCCL cannot group go through MPI, staged where MPI cannot read the buffers.
     plan.transfer_backend =
-        plan.pipeline.grouped ? "nccl" : (plan.backend == "mpi-staged" ? "mpi-staged" : "mpi");
+        plan.pipeline.grouped ? "nccl" : (plan.backend == "nccl" ? mpi_backend() : plan.backend);
     plan.optim = layers::resolve_decay(config.train.optim, config.train.steps);
     plan.metrics_path = output_path(config, config.output.metrics);
     plan.weights_path = output_path(config, config.output.weights);

@@ -25,7 +25,12 @@ double crossentropy_forward(float* logits_to_probs, float* losses, float* scratc
         Kokkos::single(Kokkos::PerTeam(team), [&] { mx[n] = m; });
       });
   const bool grouped = slice.group != nullptr && slice.group->size() > 1;
-  if (grouped) slice.group->all_reduce(Span<float>(mx, std::size_t(N)), parallel::ReduceOp::max);
+  // The kernels must be done before an MPI group reads their output (GPT::tp_sum says why).
+  const auto done = [] { Kokkos::DefaultExecutionSpace().fence(); };
+  if (grouped) {
+    done();
+    slice.group->all_reduce(Span<float>(mx, std::size_t(N)), parallel::ReduceOp::max);
+  }
   for_each_row(
       "layers::CrossEntropy::local_sum", N, KOKKOS_LAMBDA(const Team& team) {
         const long n = team.league_rank();
@@ -42,7 +47,10 @@ double crossentropy_forward(float* logits_to_probs, float* losses, float* scratc
           sum_t[N + n] = target_logit;
         });
       });
-  if (grouped) slice.group->all_reduce(Span<float>(sum_t, std::size_t(2 * N)));
+  if (grouped) {
+    done();
+    slice.group->all_reduce(Span<float>(sum_t, std::size_t(2 * N)));
+  }
   for_each_row(
       "layers::CrossEntropy::normalise", N, KOKKOS_LAMBDA(const Team& team) {
         const long n = team.league_rank();

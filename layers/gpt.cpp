@@ -404,6 +404,9 @@ VocabSlice GPT::vocab_slice() const {
 void GPT::tp_sum(float* data, long n) {
   if (tp_size_ == 1) return;
   const auto t0 = std::chrono::steady_clock::now();
+  // MPI has no stream to wait on: the kernels that wrote `data` must be done before it reads
+  // it (NCCL waits on Kokkos' stream by itself, and the host waits for the sum anyway).
+  fence();
   tp_->all_reduce(Span<float>(data, std::size_t(n)));
   comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -470,7 +473,9 @@ void GPT::copy_from_host(float* stage_memory, const float* host, std::size_t n) 
                     Kokkos::View<const float*, Kokkos::HostSpace, Unmanaged>(host, n));
 }
 
-void GPT::fence() const { Kokkos::fence(); }
+// Kokkos' own stream only: a global fence (cudaDeviceSynchronize) would also wait for the
+// NCCL streams, and so for every bucket still being reduced behind the backward.
+void GPT::fence() const { Kokkos::DefaultExecutionSpace().fence(); }
 
 const float* GPT::weight(int index) {
   if (precision_ == Precision::fp32) return param(index);

@@ -104,11 +104,15 @@ int select_local_device(MPI_Comm node_comm) {
   return device;
 }
 
-NcclComm::NcclComm(MpiCommHandle comm, cudaStream_t stream)
-    : Comm(comm_rank(*comm), comm_size(*comm)), mpi_(std::move(comm)), stream_(stream) {
+NcclComm::NcclComm(MpiCommHandle comm, cudaStream_t stream, cudaStream_t after)
+    : Comm(comm_rank(*comm), comm_size(*comm)), mpi_(std::move(comm)), stream_(stream),
+      after_(after) {
   if (stream_ == nullptr) {
     GRIDLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     owns_stream_ = true;
+  }
+  if (after_ != nullptr) {
+    GRIDLM_CUDA_CHECK(cudaEventCreateWithFlags(&after_done_, cudaEventDisableTiming));
   }
   ncclUniqueId id{};
   if (rank() == 0) GRIDLM_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -118,10 +122,18 @@ NcclComm::NcclComm(MpiCommHandle comm, cudaStream_t stream)
 
 NcclComm::~NcclComm() {
   if (nccl_ != nullptr) ncclCommDestroy(nccl_);
+  if (after_done_ != nullptr) cudaEventDestroy(after_done_);
   if (owns_stream_) cudaStreamDestroy(stream_);
 }
 
+void NcclComm::follow_after() {
+  if (after_ == nullptr || *group_depth_ > 0) return;
+  GRIDLM_CUDA_CHECK(cudaEventRecord(after_done_, after_));
+  GRIDLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, after_done_, 0));
+}
+
 void NcclComm::begin_group() {
+  follow_after();
   GRIDLM_NCCL_CHECK(ncclGroupStart());
   ++*group_depth_;
 }
@@ -138,12 +150,14 @@ Request NcclComm::record() {
 
 Request NcclComm::start_all_reduce(const void* in, void* out, std::size_t count, DType type,
                                    ReduceOp op, Mode /*always asynchronous*/) {
+  follow_after();
   GRIDLM_NCCL_CHECK(ncclAllReduce(in, out, count, nccl_type(type), nccl_op(op), nccl_, stream_));
   return record();
 }
 
 Request NcclComm::start_reduce_scatter(const void* in, void* out, std::size_t count_per_rank,
                                        DType type, ReduceOp op, Mode /*always asynchronous*/) {
+  follow_after();
   GRIDLM_NCCL_CHECK(
       ncclReduceScatter(in, out, count_per_rank, nccl_type(type), nccl_op(op), nccl_, stream_));
   return record();
@@ -151,24 +165,28 @@ Request NcclComm::start_reduce_scatter(const void* in, void* out, std::size_t co
 
 Request NcclComm::start_all_gather(const void* in, void* out, std::size_t count_per_rank,
                                    DType type, Mode /*always asynchronous*/) {
+  follow_after();
   GRIDLM_NCCL_CHECK(ncclAllGather(in, out, count_per_rank, nccl_type(type), nccl_, stream_));
   return record();
 }
 
 Request NcclComm::start_broadcast(void* data, std::size_t count, DType type, int root,
                                   Mode /*always asynchronous*/) {
+  follow_after();
   GRIDLM_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(type), root, nccl_, stream_));
   return record();
 }
 
 Request NcclComm::start_send(const void* data, std::size_t count, DType type, int peer, int /*tag*/,
                              Mode /*always asynchronous*/) {
+  follow_after();
   GRIDLM_NCCL_CHECK(ncclSend(data, count, nccl_type(type), peer, nccl_, stream_));
   return record();
 }
 
 Request NcclComm::start_recv(void* data, std::size_t count, DType type, int peer, int /*tag*/,
                              Mode /*always asynchronous*/) {
+  follow_after();
   GRIDLM_NCCL_CHECK(ncclRecv(data, count, nccl_type(type), peer, nccl_, stream_));
   return record();
 }

@@ -17,7 +17,10 @@ namespace gridlm::parallel {
 class NcclComm final : public Comm {
 public:
   // Collective over `comm`. Uses the current CUDA device; pass a stream or let it create one.
-  explicit NcclComm(MpiCommHandle comm, cudaStream_t stream = nullptr);
+  // `after`: a stream whose work queued before an operation must be done before the operation
+  // runs (the stream the kernels that write its buffers run on), without the host waiting.
+  explicit NcclComm(MpiCommHandle comm, cudaStream_t stream = nullptr,
+                    cudaStream_t after = nullptr);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -43,11 +46,16 @@ protected:
 private:
   // A request that completes when the stream reaches the point where it was recorded.
   Request record();
+  // Makes the stream wait for what `after_` holds now (outside a group: a group's operations
+  // start when it ends, and begin_group already waited).
+  void follow_after();
 
   MpiCommHandle mpi_;
   ncclComm_t nccl_ = nullptr;
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
+  cudaStream_t after_ = nullptr;
+  cudaEvent_t after_done_ = nullptr; // recorded on after_, waited for on stream_
   std::shared_ptr<int> group_depth_ = std::make_shared<int>(0); // open begin_group() calls
 };
 

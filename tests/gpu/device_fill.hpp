@@ -11,5 +11,9 @@ namespace gridlm::test {
 
 // data[i] = offset + scale * i, for i < n, on `stream`.
 void device_fill_affine(float* data, std::size_t n, float offset, float scale, cudaStream_t stream);
+// The same after the kernel has spun for about `milliseconds` on the GPU: a producer still
+// running when the host goes on to queue what reads its output.
+void device_fill_affine_late(float* data, std::size_t n, float offset, float scale,
+                             cudaStream_t stream, int milliseconds);
 
 } // namespace gridlm::test

@@ -15,6 +15,7 @@
 using namespace gridlm;
 using namespace gridlm::parallel;
 using gridlm::test::device_fill_affine;
+using gridlm::test::device_fill_affine_late;
 
 namespace {
 
@@ -62,6 +63,27 @@ TEST_F(Fixture, AllReduceSum) {
   for (std::size_t i = 0; i < len; ++i) {
     ASSERT_EQ(h[i], float(n * (n - 1) / 2) + float(n) * float(i)) << i;
   }
+}
+
+// An operation reads what a kernel on the producer stream (Kokkos', in gridlm) queued before
+// it wrote, with no host wait between: the kernel still runs for 200 ms when the all-reduce is
+// posted, and a stream that did not wait for it would sum the zeros it replaces.
+TEST_F(Fixture, OperationsWaitForTheProducerStream) {
+  cudaStream_t producer = nullptr;
+  GRIDLM_CUDA_CHECK(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking));
+  {
+    NcclComm ordered(grid->axis_handle(Axis::dp), nullptr, producer);
+    const int n = ordered.size(), r = ordered.rank();
+    const std::size_t len = 1000;
+    DeviceFloats d(len);
+    GRIDLM_CUDA_CHECK(cudaMemset(d.span().data(), 0, len * sizeof(float)));
+    device_fill_affine_late(d.span().data(), len, float(r), 1.0f, producer, 200);
+    ordered.all_reduce(d.span());
+    const std::vector<float> h = d.to_host();
+    for (std::size_t i = 0; i < len; ++i)
+      ASSERT_EQ(h[i], float(n * (n - 1) / 2) + float(n) * float(i)) << i;
+  }
+  GRIDLM_CUDA_CHECK(cudaStreamDestroy(producer));
 }
 
 TEST_F(Fixture, ReduceScatterAndAllGatherRoundTrip) {
