@@ -18,7 +18,8 @@
 #      and `gridlm plan --auto` for one 8-GPU node priced by it.
 # Prints one summary line per step and exits non-zero if any failed.
 # GPU_CHECK_124M_STEPS (12), GPU_CHECK_GEMM_N (8192) and GPU_CHECK_PROFILE_MB (1,2,4,8,16) shorten
-# steps 5-7, to try the script on a CPU.
+# steps 5-7, to try the script on a CPU; GPU_CHECK_MAX_STEP_SECONDS caps every step's time limit
+# (a hung step then costs a short device lease less).
 # Usage: bench/gpu_check.sh BUNDLE.tar.xz [OUT_DIR]
 set -uo pipefail
 bundle=$1 out=${2:-gpu-check}
@@ -41,6 +42,7 @@ failed=0
 step() { # name, seconds, command...: runs it, logs it, reports it
   local name=$1 seconds=$2 rc
   shift 2
+  ((seconds > ${GPU_CHECK_MAX_STEP_SECONDS:-600})) && seconds=$GPU_CHECK_MAX_STEP_SECONDS
   timeout "$seconds" "$@" >"$out/$name.log" 2>&1
   rc=$?
   if [[ $rc == 0 ]]; then echo "gpu_check: $name: ok"; else
