@@ -34,7 +34,9 @@ void run(const ProfileCommand& cmd) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   engine::ProfileRequest req;
   parallel::run_agreed(MPI_COMM_WORLD, [&] {
-    req.model = read_run_config(cmd.config_path, cmd.sets).model;
+    const engine::RunConfig config = read_run_config(cmd.config_path, cmd.sets);
+    req.model = config.model;
+    req.precision = config.train.precision;
     // Before minutes of measuring: the file can be written.
     if (rank == 0) {
       const std::string probe = cmd.output + ".partial";

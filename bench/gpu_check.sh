@@ -42,7 +42,8 @@ failed=0
 step() { # name, seconds, command...: runs it, logs it, reports it
   local name=$1 seconds=$2 rc
   shift 2
-  ((seconds > ${GPU_CHECK_MAX_STEP_SECONDS:-600})) && seconds=$GPU_CHECK_MAX_STEP_SECONDS
+  local cap=${GPU_CHECK_MAX_STEP_SECONDS:-600}
+  ((seconds > cap)) && seconds=$cap
   timeout "$seconds" "$@" >"$out/$name.log" 2>&1
   rc=$?
   if [[ $rc == 0 ]]; then echo "gpu_check: $name: ok"; else
@@ -70,7 +71,7 @@ if [[ -x $root/bin/test_nccl_comm ]]; then
 fi
 # Blas.*: which library serves sgemm_ on the host, which a GPU build need not have at all.
 for t in test_gemm test_gradcheck test_gpt test_bf16 test_attention test_sampler; do
-  [[ -x $root/bin/$t ]] && step "$t" 300 mpiexec -n 1 "$root/bin/$t" --gtest_filter=-Blas.*
+  [[ -x $root/bin/$t ]] && step "$t" 300 mpiexec -n 1 "$root/bin/$t" '--gtest_filter=-Blas.*'
 done
 if [[ -x $root/bin/bench_sgemm_peak ]]; then
   for precision in fp32 bf16; do

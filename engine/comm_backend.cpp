@@ -104,7 +104,6 @@ std::string mpi_backend() { return mpi_reads_model_memory() ? "mpi" : "mpi-stage
 
 std::unique_ptr<parallel::Comm> make_comm(parallel::MpiCommHandle handle, const char* name,
                                           const std::string& backend) {
-  const std::vector<int> members = parallel::world_ranks(*handle);
 #if defined(GRIDLM_HAVE_NCCL)
   if (backend == "nccl") {
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -117,14 +116,14 @@ std::unique_ptr<parallel::Comm> make_comm(parallel::MpiCommHandle handle, const 
 #else
     auto comm = std::make_unique<parallel::NcclComm>(handle);
 #endif
-    comm->set_identity(name, members);
+    comm->set_identity(name, parallel::world_ranks(*handle));
     return comm;
   }
 #endif
   if (backend == "mpi-staged") {
     auto comm = std::make_unique<parallel::StagedComm>(
         std::make_unique<parallel::MpiComm>(handle, name), kokkos_copies());
-    comm->set_identity(name, members);
+    comm->set_identity(name, parallel::world_ranks(*handle));
     return comm;
   }
   return std::make_unique<parallel::MpiComm>(handle, name);

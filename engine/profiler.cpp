@@ -14,6 +14,7 @@
 
 #include "engine/comm_backend.hpp"
 #include "engine/memory_budget.hpp"
+#include "engine/pipeline_model.hpp"
 #include "engine/statistics.hpp"
 #include "gridlm/version.hpp"
 #include "layers/adamw.hpp"
@@ -65,10 +66,11 @@ struct StageTimer {
   int B, T, repeats;
   MPI_Comm world;
   parallel::Comm* tp;
+  layers::Precision precision;
 
   OpTimes time(const layers::StageSpec& spec) const {
-    GPT fused(model, B, T, spec, tp, 1, layers::Backward::fused);
-    GPT split(model, B, T, spec, tp, 1, layers::Backward::split);
+    GPT fused(model, B, T, spec, tp, 1, layers::Backward::fused, precision);
+    GPT split(model, B, T, spec, tp, 1, layers::Backward::split, precision);
     fill_random(fused.params(), 0.02f, 1);
     fill_random(split.params(), 0.02f, 1);
     const std::size_t n = std::size_t(B) * T;
@@ -111,8 +113,8 @@ struct StageTimer {
   }
 };
 
-OpEntry time_entry(const layers::ModelConfig& model, int tp_size, int B, int repeats,
-                   MPI_Comm world) {
+OpEntry time_entry(const layers::ModelConfig& model, layers::Precision precision, int tp_size,
+                   int B, int repeats, MPI_Comm world) {
   const int rank = parallel::comm_rank(world);
   MPI_Comm tp_raw = MPI_COMM_NULL;
   GRIDLM_MPI_CHECK(MPI_Comm_split(world, rank / tp_size, rank, &tp_raw));
@@ -120,7 +122,7 @@ OpEntry time_entry(const layers::ModelConfig& model, int tp_size, int B, int rep
   // The backend a run would choose (NCCL on a GPU build): the model's buffers are device memory.
   const std::unique_ptr<parallel::Comm> tp =
       tp_size > 1 ? make_comm(tp_handle, "tp", resolve_backend("auto")) : nullptr;
-  const StageTimer timer{model, B, model.seq_len, repeats, world, tp.get()};
+  const StageTimer timer{model, B, model.seq_len, repeats, world, tp.get(), precision};
   OpEntry e;
   e.tp = tp_size;
   e.micro_batch = B;
@@ -236,12 +238,13 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   p.ranks = size;
   p.ranks_per_node = slowest(node_size, world);
   p.model = req.model;
+  const layers::Precision precision = parse_precision(req.precision);
   const double available = node_available_bytes();
   // GPU builds hold the model in device memory, which the engine's estimate does not check.
   p.memory_per_rank = available > 0 && !build::cuda ? -slowest(-available / node_size, world) : 0;
   for (const int t : req.tp) {
     for (const int b : req.micro_batches)
-      p.ops.push_back(time_entry(req.model, t, b, req.repeats, world));
+      p.ops.push_back(time_entry(req.model, precision, t, b, req.repeats, world));
   }
   p.optimizer_per_param = time_optimizer(req.model, req.repeats, world);
   if (node_size > 1) p.intra = measure_comm(*node, req.message_bytes, req.repeats);

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "engine/profile.hpp"
@@ -17,6 +18,7 @@ namespace gridlm::engine {
 
 struct ProfileRequest {
   layers::ModelConfig model;                  // the model whose ops are timed
+  std::string precision = "fp32";             // of its matrix products (train.precision)
   std::vector<int> tp{1};                     // tensor-parallel degrees (each divides the ranks)
   std::vector<int> micro_batches{1, 2, 4, 8}; // sequences per micro-batch
   int repeats = 5;                            // timed repetitions of each op (the median is kept)

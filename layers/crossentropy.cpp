@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "layers/fast_math.hpp"
 #include "layers/kernels.hpp"
@@ -11,7 +10,7 @@
 
 namespace gridlm::layers {
 
-double crossentropy_forward(float* logits_to_probs, float* losses, float* scratch,
+double crossentropy_forward(float* logits_to_exps, float* losses, float* scratch,
                             const std::int32_t* targets, long N, const VocabSlice& slice) {
   const long V = slice.local, v0 = slice.begin;
   // Real columns of this slice: [0, valid).
@@ -21,7 +20,7 @@ double crossentropy_forward(float* logits_to_probs, float* losses, float* scratc
   for_each_row(
       "layers::CrossEntropy::local_max", N, KOKKOS_LAMBDA(const Team& team) {
         const long n = team.league_rank();
-        const float m = team_max(team, logits_to_probs + n * V, valid, -3.0e38f);
+        const float m = team_max(team, logits_to_exps + n * V, valid, -3.0e38f);
         Kokkos::single(Kokkos::PerTeam(team), [&] { mx[n] = m; });
       });
   const bool grouped = slice.group != nullptr && slice.group->size() > 1;
@@ -34,7 +33,7 @@ double crossentropy_forward(float* logits_to_probs, float* losses, float* scratc
   for_each_row(
       "layers::CrossEntropy::local_sum", N, KOKKOS_LAMBDA(const Team& team) {
         const long n = team.league_rank();
-        float* p = logits_to_probs + n * V;
+        float* p = logits_to_exps + n * V;
         const float m = mx[n];
         const long target = long(targets[n]) - v0;
         // Read before the loop below turns the logits into exponentials.
@@ -51,16 +50,11 @@ double crossentropy_forward(float* logits_to_probs, float* losses, float* scratc
     done();
     slice.group->all_reduce(Span<float>(sum_t, std::size_t(2 * N)));
   }
-  for_each_row(
-      "layers::CrossEntropy::normalise", N, KOKKOS_LAMBDA(const Team& team) {
-        const long n = team.league_rank();
-        float* p = logits_to_probs + n * V;
-        const float inv = 1.0f / sum_t[n];
-        team_for(team, valid, [&](long j) { p[j] *= inv; });
-        // log-sum-exp form: exact even when the target's probability underflows.
-        Kokkos::single(Kokkos::PerTeam(team),
-                       [&] { losses[n] = std::log(sum_t[n]) - (sum_t[N + n] - mx[n]); });
-      });
+  // log-sum-exp form: exact even when the target's probability underflows. The exponentials
+  // stay unnormalised: the backward scales them, one pass over the logits instead of two.
+  for_each(
+      "layers::CrossEntropy::losses", N,
+      KOKKOS_LAMBDA(long n) { losses[n] = std::log(sum_t[n]) - (sum_t[N + n] - mx[n]); });
   double total = 0.0;
   Kokkos::parallel_reduce(
       "layers::CrossEntropy::mean", Kokkos::RangePolicy<Kokkos::DefaultExecutionSpace, long>(0, N),
@@ -68,32 +62,45 @@ double crossentropy_forward(float* logits_to_probs, float* losses, float* scratc
   return total / double(N);
 }
 
-void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets, float dloss,
-                           long N, const VocabSlice& slice) {
+void crossentropy_backward(float* exps_to_dlogits, const float* scratch,
+                           const std::int32_t* targets, float dloss, long N,
+                           const VocabSlice& slice, Precision precision) {
   const long V = slice.local, v0 = slice.begin;
+  const float* sum = scratch + N; // the forward's row sums of exponentials
+  const bool bf16 = precision == Precision::bf16;
   for_each_row(
       "layers::CrossEntropy::backward", N, KOKKOS_LAMBDA(const Team& team) {
         const long n = team.league_rank();
-        float* p = probs_to_dlogits + n * V;
+        float* p = exps_to_dlogits + n * V;
         const long target = long(targets[n]) - v0;
-        team_for(team, V, [&](long j) { p[j] *= dloss; });
+        const bool mine = target >= 0 && target < V;
+        const float inv = 1.0f / sum[n];
+        // (probability - onehot) * dloss, the probability rounded to a float first, as a
+        // normalised copy held it; padding columns hold 0 and stay 0. The target's term is
+        // taken from the stored product, as two separate roundings (no fused multiply-add).
+        team_for(team, V, [&](long j) {
+          const float d = p[j] * inv * dloss;
+          p[j] = bf16 && !(mine && j == target) ? round_to_bf16(d) : d;
+        });
         team.team_barrier();
-        if (target >= 0 && target < V)
-          Kokkos::single(Kokkos::PerTeam(team), [&] { p[target] -= dloss; });
+        if (mine) {
+          Kokkos::single(Kokkos::PerTeam(team), [&] {
+            const float d = p[target] - dloss;
+            p[target] = bf16 ? round_to_bf16(d) : d;
+          });
+        }
       });
 }
 
-double crossentropy_forward(float* logits_to_probs, float* losses, const std::int32_t* targets,
-                            long N, int V) {
-  // In the execution space's memory, where the kernels write it.
-  const Kokkos::View<float*> scratch("layers::CrossEntropy::scratch", 3 * std::size_t(N));
-  return crossentropy_forward(logits_to_probs, losses, scratch.data(), targets, N,
+double crossentropy_forward(float* logits_to_exps, float* losses, float* scratch,
+                            const std::int32_t* targets, long N, int V) {
+  return crossentropy_forward(logits_to_exps, losses, scratch, targets, N,
                               VocabSlice{0, V, V, nullptr});
 }
 
-void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets, float dloss,
-                           long N, int V) {
-  crossentropy_backward(probs_to_dlogits, targets, dloss, N, VocabSlice{0, V, V, nullptr});
+void crossentropy_backward(float* exps_to_dlogits, const float* scratch,
+                           const std::int32_t* targets, float dloss, long N, int V) {
+  crossentropy_backward(exps_to_dlogits, scratch, targets, dloss, N, VocabSlice{0, V, V, nullptr});
 }
 
 } // namespace gridlm::layers

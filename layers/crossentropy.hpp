@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "layers/kernels.hpp"
+
 namespace gridlm::parallel {
 class Comm;
 }
@@ -21,18 +23,22 @@ struct VocabSlice {
   parallel::Comm* group = nullptr; // tensor-parallel group, or null for the whole vocabulary
 };
 
-// In place: logits[N, slice.local] become probabilities; losses[N] = -log p[target]; scratch
-// holds 3N floats. Returns the mean loss.
-double crossentropy_forward(float* logits_to_probs, float* losses, float* scratch,
+// In place: logits[N, slice.local] become their exponentials exp(logit - row max), unnormalised
+// (0 in padding columns); losses[N] = -log p[target]; scratch holds 3N floats: the row maxima,
+// then the rows' sums of exponentials and target logits, which the backward reads. Returns the
+// mean loss.
+double crossentropy_forward(float* logits_to_exps, float* losses, float* scratch,
                             const std::int32_t* targets, long N, const VocabSlice& slice);
-// In place: probabilities become d loss / d logits = (p - onehot(target)) * dloss.
-void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets, float dloss,
-                           long N, const VocabSlice& slice);
+// In place: the forward's exponentials become d loss / d logits = (p - onehot(target)) * dloss,
+// with the forward's `scratch`; in bf16 rounded to bf16 (only the head's products read them).
+void crossentropy_backward(float* exps_to_dlogits, const float* scratch,
+                           const std::int32_t* targets, float dloss, long N,
+                           const VocabSlice& slice, Precision precision = Precision::fp32);
 
 // The whole vocabulary on one rank.
-double crossentropy_forward(float* logits_to_probs, float* losses, const std::int32_t* targets,
-                            long N, int V);
-void crossentropy_backward(float* probs_to_dlogits, const std::int32_t* targets, float dloss,
-                           long N, int V);
+double crossentropy_forward(float* logits_to_exps, float* losses, float* scratch,
+                            const std::int32_t* targets, long N, int V);
+void crossentropy_backward(float* exps_to_dlogits, const float* scratch,
+                           const std::int32_t* targets, float dloss, long N, int V);
 
 } // namespace gridlm::layers

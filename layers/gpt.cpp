@@ -310,9 +310,11 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
   };
 
   if (stage_.head) {
-    // The logits buffer becomes their gradient, kept in the slot until the weights are done.
-    crossentropy_backward(sl.logits, sl.targets.data(), loss_weight / float(N), N, vocab_slice());
-    linear(d_ln_, t.lm_head, -1, stored_operand(sl.logits, N * Vl), nullptr, sl.lnf, C, int(Vl));
+    // The logits buffer becomes their gradient, kept in the slot until the weights are done;
+    // in bf16 the backward leaves it rounded (only the head's products read it).
+    crossentropy_backward(sl.logits, sl.ce_scratch, sl.targets.data(), loss_weight / float(N), N,
+                          vocab_slice(), precision_);
+    linear(d_ln_, t.lm_head, -1, sl.logits, nullptr, sl.lnf, C, int(Vl));
     tp_sum(d_ln_, N * C); // conjugate of the head's replicated input
     fill_zero(d_res_, N * C);
     layernorm_backward(d_res_, grad(t.lnf_w), grad(t.lnf_b), d_ln_, output(slot), param(t.lnf_w),
@@ -403,10 +405,11 @@ VocabSlice GPT::vocab_slice() const {
 
 void GPT::tp_sum(float* data, long n) {
   if (tp_size_ == 1) return;
-  const auto t0 = std::chrono::steady_clock::now();
   // MPI has no stream to wait on: the kernels that wrote `data` must be done before it reads
-  // it (NCCL waits on Kokkos' stream by itself, and the host waits for the sum anyway).
+  // it (NCCL waits on Kokkos' stream by itself, and the host waits for the sum anyway). Before
+  // the clock starts: their time is computation, not communication.
   fence();
+  const auto t0 = std::chrono::steady_clock::now();
   tp_->all_reduce(Span<float>(data, std::size_t(n)));
   comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

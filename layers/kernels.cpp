@@ -80,6 +80,16 @@ cublasComputeType_t compute_type(Precision precision) {
 void cublas_gemm(float* out, long out_stride, const float* a, long a_stride, Transpose trans_a,
                  const float* b, long b_stride, Transpose trans_b, long m, long n, long k,
                  float alpha, float beta, long batch, Precision precision) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  if (k == 0) { // no products: out = beta * out, which cuBLAS would refuse (a leading dimension 0)
+    const long size = m * n;
+    for_each(
+        "layers::matmul::scale", batch * size, KOKKOS_LAMBDA(long e) {
+          float& o = out[(e / size) * out_stride + e % size];
+          o = beta == 0.0f ? 0.0f : beta * o;
+        });
+    return;
+  }
   const bool ta = trans_a == Transpose::yes, tb = trans_b == Transpose::yes;
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                           op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -109,19 +119,20 @@ void matmul(float* out, const float* a, Transpose transpose_a, const float* b,
   // it was built without the cuBLAS TPL.
   if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>) {
     cublas_gemm(out, 0, a, 0, transpose_a, b, 0, transpose_b, m, n, k, alpha, beta, 1, precision);
-    return;
-  }
+  } else
 #endif
-  // A CPU multiplies bf16 values in fp32: the same product (kernels.hpp).
-  (void)precision;
-  const bool trans_a = transpose_a == Transpose::yes, trans_b = transpose_b == Transpose::yes;
-  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-  using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Unmanaged>;
-  using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Unmanaged>;
-  const CMat av(a, trans_a ? k : m, trans_a ? m : k);
-  const CMat bv(b, trans_b ? n : k, trans_b ? k : n);
-  const Mat cv(out, m, n);
-  KokkosBlas::gemm(trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, av, bv, beta, cv);
+  {
+    // A CPU multiplies bf16 values in fp32: the same product (kernels.hpp).
+    (void)precision;
+    const bool trans_a = transpose_a == Transpose::yes, trans_b = transpose_b == Transpose::yes;
+    using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+    using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Unmanaged>;
+    using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Unmanaged>;
+    const CMat av(a, trans_a ? k : m, trans_a ? m : k);
+    const CMat bv(b, trans_b ? n : k, trans_b ? k : n);
+    const Mat cv(out, m, n);
+    KokkosBlas::gemm(trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, av, bv, beta, cv);
+  }
 }
 
 void matmul_batched(float* out, long out_stride, const float* a, long a_stride, Transpose trans_a,

@@ -104,16 +104,14 @@ int select_local_device(MPI_Comm node_comm) {
   return device;
 }
 
-NcclComm::NcclComm(MpiCommHandle comm, cudaStream_t stream, cudaStream_t after)
+NcclComm::NcclComm(MpiCommHandle comm, cudaStream_t stream, std::optional<cudaStream_t> after)
     : Comm(comm_rank(*comm), comm_size(*comm)), mpi_(std::move(comm)), stream_(stream),
-      after_(after) {
+      follow_(after.has_value()), after_(after.value_or(nullptr)) {
   if (stream_ == nullptr) {
     GRIDLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     owns_stream_ = true;
   }
-  if (after_ != nullptr) {
-    GRIDLM_CUDA_CHECK(cudaEventCreateWithFlags(&after_done_, cudaEventDisableTiming));
-  }
+  if (follow_) GRIDLM_CUDA_CHECK(cudaEventCreateWithFlags(&after_done_, cudaEventDisableTiming));
   ncclUniqueId id{};
   if (rank() == 0) GRIDLM_NCCL_CHECK(ncclGetUniqueId(&id));
   GRIDLM_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, *mpi_));
@@ -127,19 +125,19 @@ NcclComm::~NcclComm() {
 }
 
 void NcclComm::follow_after() {
-  if (after_ == nullptr || *group_depth_ > 0) return;
+  if (!follow_ || *group_depth_ > 0) return;
   GRIDLM_CUDA_CHECK(cudaEventRecord(after_done_, after_));
   GRIDLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, after_done_, 0));
 }
 
 void NcclComm::begin_group() {
-  follow_after();
   GRIDLM_NCCL_CHECK(ncclGroupStart());
   ++*group_depth_;
 }
 
 void NcclComm::end_group() {
   --*group_depth_;
+  follow_after(); // the group's operations start at its end: they wait for what came before
   GRIDLM_NCCL_CHECK(ncclGroupEnd());
 }
 

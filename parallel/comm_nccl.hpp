@@ -8,6 +8,7 @@
 #include <nccl.h>
 
 #include <memory>
+#include <optional>
 
 #include "parallel/comm.hpp"
 #include "parallel/mpi_comm_handle.hpp"
@@ -17,10 +18,11 @@ namespace gridlm::parallel {
 class NcclComm final : public Comm {
 public:
   // Collective over `comm`. Uses the current CUDA device; pass a stream or let it create one.
-  // `after`: a stream whose work queued before an operation must be done before the operation
-  // runs (the stream the kernels that write its buffers run on), without the host waiting.
+  // `after`: a stream (the legacy default stream 0 included) whose work queued before an
+  // operation must be done before the operation runs: the stream the kernels that write its
+  // buffers run on. The stream waits for it; the host does not.
   explicit NcclComm(MpiCommHandle comm, cudaStream_t stream = nullptr,
-                    cudaStream_t after = nullptr);
+                    std::optional<cudaStream_t> after = std::nullopt);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -46,15 +48,16 @@ protected:
 private:
   // A request that completes when the stream reaches the point where it was recorded.
   Request record();
-  // Makes the stream wait for what `after_` holds now (outside a group: a group's operations
-  // start when it ends, and begin_group already waited).
+  // Makes the stream wait for what `after_` holds now: before an operation outside a group, and
+  // at the end of the outermost group, where its operations start.
   void follow_after();
 
   MpiCommHandle mpi_;
   ncclComm_t nccl_ = nullptr;
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
-  cudaStream_t after_ = nullptr;
+  bool follow_ = false;              // whether operations wait for after_
+  cudaStream_t after_ = nullptr;     // (0 is the legacy default stream, not "none")
   cudaEvent_t after_done_ = nullptr; // recorded on after_, waited for on stream_
   std::shared_ptr<int> group_depth_ = std::make_shared<int>(0); // open begin_group() calls
 };

@@ -25,6 +25,10 @@ public:
     upload();
   }
 
+  // One device buffer per object: a copy would share the view but not the host values.
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
   // The device memory, for kernels.
   T* data() const { return device_.data(); }
   std::size_t size() const { return host.size(); }

@@ -76,7 +76,7 @@ TEST_F(Fixture, OperationsWaitForTheProducerStream) {
     const int n = ordered.size(), r = ordered.rank();
     const std::size_t len = 1000;
     DeviceFloats d(len);
-    GRIDLM_CUDA_CHECK(cudaMemset(d.span().data(), 0, len * sizeof(float)));
+    GRIDLM_CUDA_CHECK(cudaMemsetAsync(d.span().data(), 0, len * sizeof(float), producer));
     device_fill_affine_late(d.span().data(), len, float(r), 1.0f, producer, 200);
     ordered.all_reduce(d.span());
     const std::vector<float> h = d.to_host();

@@ -196,17 +196,17 @@ TEST(GradCheck, SoftmaxCrossEntropy) {
   const int V = 11;
   Vec logits = random_vec(N * V, rng, 3.0f);
   const Ids targets(std::vector<std::int32_t>{0, 10, 3, 3});
-  Buf work(N * V), losses(N);
+  Buf work(N * V), losses(N), scratch(3 * N);
   const auto put = [&] {
     work.host = logits;
     work.upload();
   };
   auto loss = [&] {
-    return crossentropy_forward(work.data(), losses.data(), targets.data(), N, V);
+    return crossentropy_forward(work.data(), losses.data(), scratch.data(), targets.data(), N, V);
   };
   put();
   loss();
-  crossentropy_backward(work.data(), targets.data(), 1.0f / float(N), N, V);
+  crossentropy_backward(work.data(), scratch.data(), targets.data(), 1.0f / float(N), N, V);
   const Vec analytic = work.download(); // the loss overwrites work in place
   expect_gradient("cross-entropy logits", logits, analytic, loss, put, 1e-3f);
 }
