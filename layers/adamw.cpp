@@ -114,4 +114,22 @@ double sum_of_squares(Kokkos::View<const float*> data) {
   return total;
 }
 
+double sum_of_squares(const float* data, Kokkos::View<const long*> ranges) {
+  using Policy = Kokkos::TeamPolicy<Kokkos::DefaultExecutionSpace>;
+  const long n = long(ranges.size()) / 2;
+  double total = 0.0;
+  Kokkos::parallel_reduce(
+      "layers::sum_of_squares_ranges", Policy(int(n), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Policy::member_type& team, double& acc) {
+        const long r = team.league_rank(), begin = ranges[2 * r];
+        float sum = 0.0f;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, ranges[2 * r + 1] - begin),
+            [&](long i, float& part) { part += data[begin + i] * data[begin + i]; }, sum);
+        Kokkos::single(Kokkos::PerTeam(team), [&] { acc += double(sum); });
+      },
+      total);
+  return total;
+}
+
 } // namespace gridlm::layers

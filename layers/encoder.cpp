@@ -1,6 +1,8 @@
 // Embedding lookups and their scatter-add backwards.
 #include "layers/encoder.hpp"
 
+#include <unordered_map>
+
 #include "layers/kernels.hpp"
 
 namespace gridlm::layers {
@@ -14,12 +16,39 @@ void token_embedding_forward(float* out, const std::int32_t* tokens, const float
       });
 }
 
+void same_token_links(std::int32_t* links, const std::int32_t* tokens, long N) {
+  std::unordered_map<std::int32_t, long> later; // token -> the position after, walking back
+  for (long i = N - 1; i >= 0; --i) {
+    const auto found = later.find(tokens[i]);
+    links[i] = found == later.end() ? -1 : std::int32_t(found->second);
+    later[tokens[i]] = i;
+  }
+  for (long i = 0; i < N; ++i)
+    links[N + i] = 0;
+  for (const auto& [token, first] : later)
+    links[N + first] = 1;
+}
+
 void token_embedding_backward(float* dwte, const float* dout, const std::int32_t* tokens, int B,
-                              int T, int C, long vocab_begin, long vocab_local) {
-  if constexpr (!host_teams) {
-    // A GPU: a thread per column, walking the positions in order as the CPU's blocks do (the
-    // same bits; atomics would add in an order that varies between runs).
-    const long N = long(B) * T;
+                              int T, int C, long vocab_begin, long vocab_local,
+                              const std::int32_t* links) {
+  const long N = long(B) * T;
+  if (!host_teams && links != nullptr) {
+    // A GPU: a thread per (token's first position, column) walks that token's chain of
+    // positions in order, as the CPU's blocks do (the same bits; atomics would add in an order
+    // that varies between runs), and writes its row's element once.
+    for_each(
+        "layers::Encoder::token_backward", N * C, KOKKOS_LAMBDA(long e) {
+          const long first = e / C, i = e % C;
+          const long row = long(tokens[first]) - vocab_begin;
+          if (links[N + first] == 0 || row < 0 || row >= vocab_local) return;
+          float acc = dwte[row * C + i];
+          for (long p = first; p >= 0; p = links[p])
+            acc += dout[p * C + i];
+          dwte[row * C + i] = acc;
+        });
+  } else if constexpr (!host_teams) {
+    // A GPU without the chains: a thread per column walks every position.
     for_each(
         "layers::Encoder::token_backward", long(C), KOKKOS_LAMBDA(long i) {
           for (long bt = 0; bt < N; ++bt) {

@@ -75,6 +75,10 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
   for (Slot& sl : slots_) {
     sl.tokens = Kokkos::View<std::int32_t*>("layers::GPT::tokens", std::size_t(B) * T);
     sl.targets = Kokkos::View<std::int32_t*>("layers::GPT::targets", std::size_t(B) * T);
+    if (!host_teams && stage_.embedding) {
+      sl.token_links =
+          Kokkos::View<std::int32_t*>("layers::GPT::token_links", 2 * std::size_t(B) * T);
+    }
   }
 
   // Local widths: this rank's heads, MLP columns and vocabulary rows.
@@ -207,6 +211,12 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
     check_ids(tokens, "token");
     params_needed({t.wte, t.wpe});
     Kokkos::deep_copy(sl.tokens, HostTokens(tokens, N));
+    if (sl.token_links.size() > 0) {
+      // The embedding's backward on a GPU walks each token's positions (encoder.hpp).
+      std::vector<std::int32_t> links(2 * std::size_t(N));
+      same_token_links(links.data(), tokens, N);
+      Kokkos::deep_copy(sl.token_links, HostTokens(links.data(), links.size()));
+    }
     // Vocabulary-parallel lookup: each rank its rows, zeros elsewhere, summed over the group.
     token_embedding_forward(sl.encoded, sl.tokens.data(), param(t.wte), B, T, C, t.vocab_begin, Vl);
     tp_sum(sl.encoded, N * C);
@@ -352,7 +362,8 @@ void GPT::backward_impl(float loss_weight, const float* doutput, int slot, Backw
   }
   // d_res holds the gradient of the stage input: the embedding's, or the previous stage's.
   if (stage_.embedding) {
-    token_embedding_backward(grad(t.wte), d_res_, sl.tokens.data(), B, T, C, t.vocab_begin, Vl);
+    token_embedding_backward(grad(t.wte), d_res_, sl.tokens.data(), B, T, C, t.vocab_begin, Vl,
+                             sl.token_links.size() > 0 ? sl.token_links.data() : nullptr);
     position_embedding_backward(grad(t.wpe), d_res_, B, T, C);
   }
 }
@@ -415,6 +426,26 @@ void GPT::tp_sum(float* data, long n) {
 }
 
 double GPT::grad_sum_of_squares() const {
+  if constexpr (!host_teams) {
+    // A GPU: every counted tensor in one launch and one wait, not one of each per tensor.
+    if (norm_chunks_.size() == 0) {
+      constexpr long chunk = 1024;
+      std::vector<long> bounds;
+      for (std::size_t i = 0; i < table_.params.size(); ++i) {
+        const ParamInfo& p = table_.params[i];
+        if (!counts_in_norm(int(i))) continue;
+        for (long b = long(p.offset); b < long(p.offset + p.size); b += chunk)
+          bounds.insert(bounds.end(), {b, std::min(b + chunk, long(p.offset + p.size))});
+      }
+      if (bounds.empty()) return 0.0;
+      norm_chunks_ = Kokkos::View<long*>("layers::GPT::norm_chunks", bounds.size());
+      Kokkos::deep_copy(
+          norm_chunks_,
+          Kokkos::View<const long*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+              bounds.data(), bounds.size()));
+    }
+    return sum_of_squares(grads_.data(), norm_chunks_);
+  }
   double total = 0.0;
   for (std::size_t i = 0; i < table_.params.size(); ++i) {
     const ParamInfo& p = table_.params[i];

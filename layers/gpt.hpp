@@ -164,6 +164,7 @@ private:
     float* ce_scratch = nullptr; // [3 N] the loss's row max, sum and target logit
     std::vector<BlockActs> blocks;
     Kokkos::View<std::int32_t*> tokens, targets; // [N] each
+    Kokkos::View<std::int32_t*> token_links;     // [2N] same_token_links (GPU, embedding)
     bool have_forward = false;
     bool pending_weights = false; // backward_input done, backward_weights not yet
   };
@@ -201,8 +202,11 @@ private:
   ParamTable table_;
   int B_ = 0, T_ = 0;
   Kokkos::View<float*> params_, grads_; // [table_.total] each
-  Kokkos::View<float*> acts_;           // every slot's activations, one allocation
-  Kokkos::View<float*> scratch_;        // backward temporaries, one allocation
+  // [2 x chunks] begin and end in grads_ of 1024-element chunks of the tensors that count in
+  // the gradient norm (GPU builds: one launch for the norm; made on first use).
+  mutable Kokkos::View<long*> norm_chunks_;
+  Kokkos::View<float*> acts_;    // every slot's activations, one allocation
+  Kokkos::View<float*> scratch_; // backward temporaries, one allocation
   std::vector<Slot> slots_;
   // Backward temporaries, shared by the slots.
   float* d_res_ = nullptr;  // [N, C] gradient of the residual stream

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "layers/adamw.hpp"
+#include "layers/encoder.hpp"
 #include "layers/gpt.hpp"
 #include "parallel/diagnostics.hpp"
 #include "tests/device_buffer.hpp"
@@ -110,6 +111,84 @@ TEST(Activations, OtherShapesAreRefused) {
   EXPECT_THROW(GPT(small(), 2, 9), gridlm::Error) << "longer than the context";
   tok[3] = 17; // outside the vocabulary
   EXPECT_THROW(g.forward(tok.data(), tok.data(), 2, 8), gridlm::Error);
+}
+
+// The chains that let a GPU give each token its own threads in the embedding's backward: every
+// position is on its token's chain once, in order, starting at the token's first position.
+TEST(Embedding, SameTokenLinksChainEachTokensPositionsInOrder) {
+  const std::vector<std::int32_t> tokens{5, 2, 5, 7, 2, 5, 9};
+  const long N = long(tokens.size());
+  std::vector<std::int32_t> links(2 * tokens.size(), 99);
+  same_token_links(links.data(), tokens.data(), N);
+  EXPECT_EQ(std::vector<std::int32_t>(links.begin(), links.begin() + N),
+            (std::vector<std::int32_t>{2, 4, 5, -1, -1, -1, -1}));
+  EXPECT_EQ(std::vector<std::int32_t>(links.begin() + N, links.end()),
+            (std::vector<std::int32_t>{1, 1, 0, 1, 0, 0, 1}));
+}
+
+// The backward with the chains (a thread per token and column on a GPU) gives the bits of the
+// one without (a thread per column walking every position), repeated tokens, a vocabulary slice
+// and accumulation into existing gradients included. On a CPU both are the CPU's loop; the GPU
+// check runs it where they differ.
+TEST(Embedding, TokenBackwardWithChainsGivesTheSameBits) {
+  const int B = 3, T = 50, C = 40;
+  const long N = long(B) * T, vocab_begin = 4, vocab_local = 12;
+  std::vector<std::int32_t> tokens(N);
+  for (long i = 0; i < N; ++i)
+    tokens[i] = std::int32_t((i * i * 7 + 3) % 19); // repeats; some outside [4, 16)
+  std::vector<std::int32_t> host_links(2 * N);
+  same_token_links(host_links.data(), tokens.data(), N);
+  std::vector<float> start(vocab_local * C), dout(N * C);
+  for (std::size_t i = 0; i < start.size(); ++i)
+    start[i] = std::sin(0.3f * float(i));
+  for (std::size_t i = 0; i < dout.size(); ++i)
+    dout[i] = std::cos(0.7f * float(i)) * 1e-3f * float(i % 97);
+  const gridlm::test::DeviceBuffer<std::int32_t> ids(tokens), links(host_links);
+  const gridlm::test::DeviceBuffer<float> d(dout);
+  gridlm::test::DeviceBuffer<float> walked(start), chained(start);
+  token_embedding_backward(walked.data(), d.data(), ids.data(), B, T, C, vocab_begin, vocab_local);
+  token_embedding_backward(chained.data(), d.data(), ids.data(), B, T, C, vocab_begin, vocab_local,
+                           links.data());
+  EXPECT_EQ(chained.download(), walked.download());
+  EXPECT_NE(walked.host, start) << "the gradient reached the table";
+}
+
+// The gradient norm's sum of squares over ranges in one launch (a GPU's way) against double
+// sums of the same elements: ranges of uneven length, one of a single element.
+TEST(GradNorm, RangesInOneLaunchSumAsDoublesDo) {
+  std::vector<float> values(5000);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = std::sin(0.01f * float(i)) * float(1 + i % 7);
+  const std::vector<long> ranges{0, 1024, 1024, 1500, 2000, 2001, 3000, 5000};
+  double want = 0.0;
+  for (std::size_t r = 0; r < ranges.size(); r += 2) {
+    for (long i = ranges[r]; i < ranges[r + 1]; ++i)
+      want += double(values[std::size_t(i)]) * values[std::size_t(i)];
+  }
+  const gridlm::test::DeviceBuffer<float> data(values);
+  const gridlm::test::DeviceBuffer<long> bounds(ranges);
+  EXPECT_NEAR(sum_of_squares(data.data(), bounds.view()), want, 1e-6 * want);
+}
+
+// A model's share of the squared gradient norm is the sum over the tensors that count in it,
+// whichever way the build computes it (per tensor on a CPU, all tensors in one launch on a GPU).
+TEST(GradNorm, ModelSumsTheTensorsThatCount) {
+  GPT g(small(), 2, 8);
+  init_parameters(g.params(), g.table(), 3);
+  std::vector<std::int32_t> x(16), y(16);
+  for (int i = 0; i < 16; ++i)
+    x[i] = (i * 7 + 3) % 17, y[i] = (i * 5 + 1) % 17;
+  g.zero_grad();
+  g.forward(x.data(), y.data(), 2, 8);
+  g.backward(1.0f);
+  double want = 0.0;
+  for (std::size_t i = 0; i < g.table().params.size(); ++i) {
+    if (!g.counts_in_norm(int(i))) continue;
+    for (float v : g.host_grad(int(i)))
+      want += double(v) * v;
+  }
+  ASSERT_GT(want, 0.0);
+  EXPECT_NEAR(g.grad_sum_of_squares(), want, 1e-6 * want);
 }
 
 TEST(Schedule, WarmupThenCosineToTheFloor) {
