@@ -41,8 +41,8 @@ void to_heads(float* dst, const float* src, long row_stride, long col, int B, in
   // A row per (position, head): its hs values, contiguous on both sides.
   for_each_element(
       "layers::Attention::to_heads", long(B) * T * NH, hs, KOKKOS_LAMBDA(long r, long d) {
-        const long bt = r / NH, h = r % NH, b = bt / T, t = bt % T;
-        dst[((b * NH + h) * T + t) * hs + d] = src[bt * row_stride + col + h * hs + d];
+        const int ri = int(r), bt = ri / NH, h = ri % NH, b = bt / T, t = bt % T; // 32-bit: cheap
+        dst[((long(b) * NH + h) * T + t) * hs + d] = src[long(bt) * row_stride + col + h * hs + d];
       });
 }
 
@@ -52,8 +52,9 @@ void from_heads(float* dst, const float* src, long row_stride, long col, int B, 
                 int hs, Combine combine) {
   for_each_element(
       "layers::Attention::from_heads", long(B) * T * NH, hs, KOKKOS_LAMBDA(long r, long d) {
-        const long bt = r / NH, h = r % NH, b = bt / T, t = bt % T;
-        combine(dst[bt * row_stride + col + h * hs + d], src[((b * NH + h) * T + t) * hs + d]);
+        const int ri = int(r), bt = ri / NH, h = ri % NH, b = bt / T, t = bt % T;
+        combine(dst[long(bt) * row_stride + col + h * hs + d],
+                src[((long(b) * NH + h) * T + t) * hs + d]);
       });
 }
 

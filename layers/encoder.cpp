@@ -37,9 +37,12 @@ void token_embedding_backward(float* dwte, const float* dout, const std::int32_t
     // A GPU: a thread per (token's first position, column) walks that token's chain of
     // positions in order, as the CPU's blocks do (the same bits; atomics would add in an order
     // that varies between runs), and writes its row's element once.
+    const bool narrow = N * C <= 0x7fffffffL;
     for_each(
         "layers::Encoder::token_backward", N * C, KOKKOS_LAMBDA(long e) {
-          const long first = e / C, i = e % C;
+          // 32-bit division where it fits: a GPU divides 64-bit integers in software.
+          const long first = narrow ? long(int(e) / C) : e / C,
+                     i = narrow ? long(int(e) % C) : e % C;
           const long row = long(tokens[first]) - vocab_begin;
           if (links[N + first] == 0 || row < 0 || row >= vocab_local) return;
           float acc = dwte[row * C + i];

@@ -46,6 +46,14 @@ void for_each_element(const char* label, long rows, long cols, const F& f) {
           for (long j = 0; j < cols; ++j)
             f(n, j);
         });
+  } else if (rows * cols <= 0x7fffffffL) {
+    // 32-bit division: a GPU divides 64-bit integers in software, slower than the copy itself.
+    const int c = int(cols);
+    for_each(
+        label, rows * cols, KOKKOS_LAMBDA(long e) {
+          const int i = int(e);
+          f(long(i / c), long(i % c));
+        });
   } else {
     for_each(
         label, rows * cols, KOKKOS_LAMBDA(long e) { f(e / cols, e % cols); });
@@ -139,8 +147,9 @@ KOKKOS_INLINE_FUNCTION void team_for(const Team& team, long n, const F& f) {
 // so that each block reads contiguous memory and owns its outputs.
 constexpr int column_block = 64;
 inline long column_blocks(long C) { return (C + column_block - 1) / column_block; }
-// On a GPU a column block's rows are also cut into chunks of this many, one team each.
-constexpr long column_sum_rows = 256;
+// On a GPU a column block's rows are also cut into chunks of this many, one team each: short
+// enough that a 4096-row sum gives the GPU a hundred thousand threads.
+constexpr long column_sum_rows = 32;
 
 // At least `floats` of device scratch for column_sums' partial sums: kept between calls (a
 // device allocation per call would cost more than the sums) and freed when Kokkos finalizes.
@@ -201,7 +210,7 @@ void column_sums(const char* label, Kokkos::Array<float*, K> dst, long N, long C
         });
     for_each(
         label, K * C, KOKKOS_LAMBDA(long e) {
-          const long k = e / C, i = e % C;
+          const int k = int(e) / int(C), i = int(e) % int(C); // K * C fits in an int
           float sum = 0.0f;
           for (long chunk = 0; chunk < chunks; ++chunk)
             sum += partial[(k * chunks + chunk) * C + i];
