@@ -26,17 +26,7 @@ bundle=$1 out=${2:-gpu-check}
 root=${GPU_CHECK_ROOT:-/tmp/gridlm-gpu}
 peak=${GPU_PEAK_TFLOPS:-989}
 rm -rf "$root" && mkdir -p "$root" "$out" && tar -C "$root" -xJf "$bundle" || exit 1
-# CUDA's libraries: the toolkit's, else those of the Python wheels (PyTorch's).
-cuda_dirs=$(
-  {
-    ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null
-    python3 -c 'import nvidia, os; [print(p) for p in nvidia.__path__]' 2>/dev/null |
-      xargs -r -I{} find {} -name 'lib*.so.*' \( -name 'libcublas*' -o -name 'libnccl*' \
-        -o -name 'libcudart*' \) -printf '%h\n'
-  } | sort -u | paste -sd:
-)
-export LD_LIBRARY_PATH=$root/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$root/bin:$PATH OPENBLAS_NUM_THREADS=1
+source "$(dirname "$0")/gpu_env.sh"
 gridlm=$root/bin/gridlm
 failed=0
 step() { # name, seconds, command...: runs it, logs it, reports it
