@@ -25,6 +25,7 @@ int smallest_node(MPI_Comm world) {
 ProfileRequest start_up_request(const RunConfig& config, int ranks, int node) {
   ProfileRequest req;
   req.model = config.model;
+  req.precision = config.train.precision;
   req.repeats = 3;
   req.tp.clear();
   for (int t = 1; t <= node; ++t) {

@@ -128,8 +128,15 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
-void check_profiled_model(const Profile& machine, const layers::ModelConfig& m) {
+void check_profiled_model(const Profile& machine, const layers::ModelConfig& m,
+                          const std::string& precision) {
   if (machine.source == "machine") return;
+  if (machine.precision != precision) {
+    throw Error(fmt::format("the profile timed {} products; this configuration's "
+                            "train.precision is {}: measure a profile with train.precision = "
+                            "{} (gridlm profile --config ... --set train.precision={})",
+                            machine.precision, precision, precision, precision));
+  }
   const layers::ModelConfig& pm = machine.model;
   if (pm.vocab_size != m.vocab_size || pm.seq_len != m.seq_len || pm.n_head != m.n_head ||
       pm.d_model != m.d_model || pm.tied_embeddings != m.tied_embeddings) {
@@ -248,7 +255,7 @@ std::string candidate_problem(const RunConfig& config, const Candidate& c, const
 Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine,
                    const PricingOptions& pricing) {
   const layers::ModelConfig& m = config.model;
-  check_profiled_model(machine, m);
+  check_profiled_model(machine, m, config.train.precision);
   const parallel::Layout& l = c.layout;
   const int K = machine.ranks_per_node, P = l.pp, Q = l.pp * c.chunks, b = c.micro_batch;
   const parallel::ScheduleKind kind = parallel::parse_schedule(c.schedule);
@@ -365,7 +372,7 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
                             "more, or give a machine file with inter_node",
                             request.ranks, prof.ranks_per_node));
   }
-  check_profiled_model(prof, config.model);
+  check_profiled_model(prof, config.model, config.train.precision);
   // A machine file without a GEMM rate for this precision is the file's fault, not any layout's:
   // said once, before the search.
   if (prof.source == "machine") matmul_seconds(prof, config.train.precision, 1.0);

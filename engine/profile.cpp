@@ -249,6 +249,7 @@ std::string profile_to_json(const Profile& p) {
        {"memory_per_rank_bytes", p.memory_per_rank},
        {"optimizer_s_per_param", p.optimizer_per_param},
        {"model", model_json(p.model)},
+       {"precision", p.precision},
        {"intra_node", comm_json(p.intra)}};
   if (p.inter) j["inter_node"] = comm_json(*p.inter);
   json ops = json::array();
@@ -311,6 +312,10 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
   p.ranks = r.integer("ranks", 1);
   p.optimizer_per_param = r.number("optimizer_s_per_param", 0);
   p.model = read_model(r.child("model"));
+  // Files from before the field timed fp32 products whatever the run's precision.
+  if (r.has("precision")) p.precision = r.text("precision");
+  if (p.precision != "fp32" && p.precision != "bf16")
+    r.fail("precision", fmt::format("= '{}' is neither 'fp32' nor 'bf16'", p.precision));
   p.intra = read_comm(r.child("intra_node"));
   if (r.has("inter_node")) p.inter = read_comm(r.child("inter_node"));
   if (!r.at("ops").is_array() || r.at("ops").empty()) r.fail("ops", "is not a non-empty list");

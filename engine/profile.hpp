@@ -62,6 +62,7 @@ struct Profile {
   double memory_per_rank = 0;     // bytes a rank may use (0: not limited)
   double optimizer_per_param = 0; // seconds of one AdamW update of one parameter
   layers::ModelConfig model;      // the model the ops were measured for (profile only)
+  std::string precision = "fp32"; // of the products its ops timed (profile only)
   std::vector<OpEntry> ops;       // measured ops (profile only)
   CommCosts intra;                // links inside a node
   std::optional<CommCosts> inter; // links across nodes (absent: not measured)

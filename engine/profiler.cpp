@@ -238,6 +238,7 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   p.ranks = size;
   p.ranks_per_node = slowest(node_size, world);
   p.model = req.model;
+  p.precision = req.precision;
   const layers::Precision precision = parse_precision(req.precision);
   const double available = node_available_bytes();
   // GPU builds hold the model in device memory, which the engine's estimate does not check.

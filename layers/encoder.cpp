@@ -1,7 +1,7 @@
 // Embedding lookups and their scatter-add backwards.
 #include "layers/encoder.hpp"
 
-#include <unordered_map>
+#include <vector>
 
 #include "layers/kernels.hpp"
 
@@ -16,17 +16,14 @@ void token_embedding_forward(float* out, const std::int32_t* tokens, const float
       });
 }
 
-void same_token_links(std::int32_t* links, const std::int32_t* tokens, long N) {
-  std::unordered_map<std::int32_t, long> later; // token -> the position after, walking back
+void same_token_links(std::int32_t* links, const std::int32_t* tokens, long N, long V) {
+  std::vector<std::int32_t> later(std::size_t(V), -1); // token -> its next position, walking back
   for (long i = N - 1; i >= 0; --i) {
-    const auto found = later.find(tokens[i]);
-    links[i] = found == later.end() ? -1 : std::int32_t(found->second);
-    later[tokens[i]] = i;
+    links[i] = later[std::size_t(tokens[i])];
+    later[std::size_t(tokens[i])] = std::int32_t(i);
   }
   for (long i = 0; i < N; ++i)
-    links[N + i] = 0;
-  for (const auto& [token, first] : later)
-    links[N + first] = 1;
+    links[N + i] = later[std::size_t(tokens[i])] == i ? 1 : 0;
 }
 
 void token_embedding_backward(float* dwte, const float* dout, const std::int32_t* tokens, int B,

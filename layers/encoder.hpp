@@ -18,8 +18,8 @@ void token_embedding_backward(float* dwte, const float* dout, const std::int32_t
                               const std::int32_t* links = nullptr);
 // The positions of each token as chains, for token_embedding_backward on a GPU: links[i] = the
 // next position after i holding the same token (-1: none), links[N + i] = 1 where i is the
-// token's first position, else 0. links holds 2N; computed on the host, O(N).
-void same_token_links(std::int32_t* links, const std::int32_t* tokens, long N);
+// token's first position, else 0. links holds 2N; tokens are in [0, V); on the host, O(N + V).
+void same_token_links(std::int32_t* links, const std::int32_t* tokens, long N, long V);
 // out[b,t,:] += wpe[t,:]
 void position_embedding_forward(float* out, const float* wpe, int B, int T, int C);
 // dwpe[t,:] += sum over b of dout[b,t,:]

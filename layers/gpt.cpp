@@ -210,13 +210,14 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   if (stage_.embedding) {
     check_ids(tokens, "token");
     params_needed({t.wte, t.wpe});
-    Kokkos::deep_copy(sl.tokens, HostTokens(tokens, N));
     if (sl.token_links.size() > 0) {
-      // The embedding's backward on a GPU walks each token's positions (encoder.hpp).
+      // The embedding's backward on a GPU walks each token's positions (encoder.hpp); made
+      // before the tokens' copy waits for the device, so the host works while the GPU does.
       std::vector<std::int32_t> links(2 * std::size_t(N));
-      same_token_links(links.data(), tokens, N);
+      same_token_links(links.data(), tokens, N, V);
       Kokkos::deep_copy(sl.token_links, HostTokens(links.data(), links.size()));
     }
+    Kokkos::deep_copy(sl.tokens, HostTokens(tokens, N));
     // Vocabulary-parallel lookup: each rank its rows, zeros elsewhere, summed over the group.
     token_embedding_forward(sl.encoded, sl.tokens.data(), param(t.wte), B, T, C, t.vocab_begin, Vl);
     tp_sum(sl.encoded, N * C);
@@ -558,8 +559,10 @@ MemoryReport GPT::memory() const {
   MemoryReport r;
   r.weights = params_.size() * sizeof(float);
   r.gradients = grads_.size() * sizeof(float);
+  // Tokens and targets, and on a GPU the embedding's token chains, per slot.
+  const std::size_t ids = slots_.empty() ? 2 : 2 + slots_.front().token_links.size() / (B_ * T_);
   r.activations = (acts_.size() + scratch_.size()) * sizeof(float) +
-                  slots_.size() * 2 * std::size_t(B_) * T_ * sizeof(std::int32_t);
+                  slots_.size() * ids * std::size_t(B_) * T_ * sizeof(std::int32_t);
   return r;
 }
 

@@ -137,7 +137,14 @@ void NcclComm::begin_group() {
 
 void NcclComm::end_group() {
   --*group_depth_;
-  follow_after(); // the group's operations start at its end: they wait for what came before
+  // The group's operations start at its end: they wait for what came before. The group is
+  // closed even if that wait cannot be set up.
+  try {
+    follow_after();
+  } catch (...) {
+    ncclGroupEnd();
+    throw;
+  }
   GRIDLM_NCCL_CHECK(ncclGroupEnd());
 }
 

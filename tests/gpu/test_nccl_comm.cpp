@@ -82,6 +82,18 @@ TEST_F(Fixture, OperationsWaitForTheProducerStream) {
     const std::vector<float> h = d.to_host();
     for (std::size_t i = 0; i < len; ++i)
       ASSERT_EQ(h[i], float(n * (n - 1) / 2) + float(n) * float(i)) << i;
+    // The same inside a group, whose operations start at its end.
+    GRIDLM_CUDA_CHECK(cudaMemsetAsync(d.span().data(), 0, len * sizeof(float), producer));
+    Request sum;
+    {
+      Group group(ordered);
+      device_fill_affine_late(d.span().data(), len, float(r), 1.0f, producer, 200);
+      sum = ordered.iall_reduce(d.span());
+    }
+    sum.wait();
+    const std::vector<float> g = d.to_host();
+    for (std::size_t i = 0; i < len; ++i)
+      ASSERT_EQ(g[i], float(n * (n - 1) / 2) + float(n) * float(i)) << "grouped, " << i;
   }
   GRIDLM_CUDA_CHECK(cudaStreamDestroy(producer));
 }

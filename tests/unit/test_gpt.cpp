@@ -119,7 +119,7 @@ TEST(Embedding, SameTokenLinksChainEachTokensPositionsInOrder) {
   const std::vector<std::int32_t> tokens{5, 2, 5, 7, 2, 5, 9};
   const long N = long(tokens.size());
   std::vector<std::int32_t> links(2 * tokens.size(), 99);
-  same_token_links(links.data(), tokens.data(), N);
+  same_token_links(links.data(), tokens.data(), N, 10);
   EXPECT_EQ(std::vector<std::int32_t>(links.begin(), links.begin() + N),
             (std::vector<std::int32_t>{2, 4, 5, -1, -1, -1, -1}));
   EXPECT_EQ(std::vector<std::int32_t>(links.begin() + N, links.end()),
@@ -137,7 +137,7 @@ TEST(Embedding, TokenBackwardWithChainsGivesTheSameBits) {
   for (long i = 0; i < N; ++i)
     tokens[i] = std::int32_t((i * i * 7 + 3) % 19); // repeats; some outside [4, 16)
   std::vector<std::int32_t> host_links(2 * N);
-  same_token_links(host_links.data(), tokens.data(), N);
+  same_token_links(host_links.data(), tokens.data(), N, 19);
   std::vector<float> start(vocab_local * C), dout(N * C);
   for (std::size_t i = 0; i < start.size(); ++i)
     start[i] = std::sin(0.3f * float(i));

@@ -237,6 +237,18 @@ TEST(Planner, ProfileOfAnotherModelOrSizeIsNamed) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("measure a profile of this model"), std::string::npos);
   }
+  // A profile timed in one precision does not price a run in the other.
+  RunConfig bf16 = c;
+  bf16.train.precision = "bf16";
+  try {
+    predict(bf16, candidate(1, 1, 1, "1f1b", 1, 1, {4}), p);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the profile timed fp32 products; this configuration's "
+                                         "train.precision is bf16"),
+              std::string::npos)
+        << e.what();
+  }
   try {
     predict(c, candidate(1, 1, 1, "1f1b", 4, 1, {4}), p);
     FAIL() << "no error";

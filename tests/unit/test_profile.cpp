@@ -56,10 +56,25 @@ TEST(Profile, RoundTripKeepsEveryField) {
   EXPECT_DOUBLE_EQ(q.intra.all_gather.bandwidth, 4.5e9);
   ASSERT_TRUE(q.inter.has_value());
   EXPECT_DOUBLE_EQ(q.inter->send_recv.latency, 5e-6);
+  EXPECT_EQ(q.precision, "fp32");
   // Without inter-node costs, none come back.
   Profile one = p;
   one.inter.reset();
   EXPECT_FALSE(profile_from_json(profile_to_json(one), "test").inter.has_value());
+  // The precision its products were timed in; files from before the field timed fp32.
+  Profile bf16 = p;
+  bf16.precision = "bf16";
+  EXPECT_EQ(profile_from_json(profile_to_json(bf16), "test").precision, "bf16");
+  nlohmann::json old = nlohmann::json::parse(profile_to_json(p));
+  old.erase("precision");
+  EXPECT_EQ(profile_from_json(old.dump(), "test").precision, "fp32");
+  old["precision"] = "fp16";
+  try {
+    profile_from_json(old.dump(), "test");
+    ADD_FAILURE() << "fp16 accepted";
+  } catch (const gridlm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("precision"), std::string::npos) << e.what();
+  }
 }
 
 // A machine file's fields, its links' all-reduce costs set by the caller.
