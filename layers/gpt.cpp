@@ -147,6 +147,23 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
       scratch_ = Kokkos::View<float*>("layers::GPT::scratch", s.used());
     }
   }
+  if constexpr (!host_teams) plan_norm_chunks();
+}
+
+void GPT::plan_norm_chunks() {
+  constexpr long chunk = 1024;
+  std::vector<long> bounds;
+  for (std::size_t i = 0; i < table_.params.size(); ++i) {
+    const ParamInfo& p = table_.params[i];
+    if (!counts_in_norm(int(i))) continue;
+    for (long b = long(p.offset); b < long(p.offset + p.size); b += chunk)
+      bounds.insert(bounds.end(), {b, std::min(b + chunk, long(p.offset + p.size))});
+  }
+  norm_chunks_ = Kokkos::View<long*>("layers::GPT::norm_chunks", bounds.size());
+  Kokkos::deep_copy(
+      norm_chunks_,
+      Kokkos::View<const long*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          bounds.data(), bounds.size()));
 }
 
 void GPT::check_shape(int B, int T) const {
@@ -427,26 +444,8 @@ void GPT::tp_sum(float* data, long n) {
 }
 
 double GPT::grad_sum_of_squares() const {
-  if constexpr (!host_teams) {
-    // A GPU: every counted tensor in one launch and one wait, not one of each per tensor.
-    if (norm_chunks_.size() == 0) {
-      constexpr long chunk = 1024;
-      std::vector<long> bounds;
-      for (std::size_t i = 0; i < table_.params.size(); ++i) {
-        const ParamInfo& p = table_.params[i];
-        if (!counts_in_norm(int(i))) continue;
-        for (long b = long(p.offset); b < long(p.offset + p.size); b += chunk)
-          bounds.insert(bounds.end(), {b, std::min(b + chunk, long(p.offset + p.size))});
-      }
-      if (bounds.empty()) return 0.0;
-      norm_chunks_ = Kokkos::View<long*>("layers::GPT::norm_chunks", bounds.size());
-      Kokkos::deep_copy(
-          norm_chunks_,
-          Kokkos::View<const long*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-              bounds.data(), bounds.size()));
-    }
-    return sum_of_squares(grads_.data(), norm_chunks_);
-  }
+  // A GPU: every counted tensor in one launch and one wait, not one of each per tensor.
+  if constexpr (!host_teams) return sum_of_squares(grads_.data(), norm_chunks_);
   double total = 0.0;
   for (std::size_t i = 0; i < table_.params.size(); ++i) {
     const ParamInfo& p = table_.params[i];
@@ -559,8 +558,8 @@ MemoryReport GPT::memory() const {
   MemoryReport r;
   r.weights = params_.size() * sizeof(float);
   r.gradients = grads_.size() * sizeof(float);
-  // Tokens and targets, and on a GPU the embedding's token chains, per slot.
-  const std::size_t ids = slots_.empty() ? 2 : 2 + slots_.front().token_links.size() / (B_ * T_);
+  // Tokens and targets, and on a GPU the embedding's token chains (two more), per slot.
+  const std::size_t ids = !host_teams && stage_.embedding ? 4 : 2;
   r.activations = (acts_.size() + scratch_.size()) * sizeof(float) +
                   slots_.size() * ids * std::size_t(B_) * T_ * sizeof(std::int32_t);
   return r;

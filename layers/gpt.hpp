@@ -173,6 +173,7 @@ private:
   // Backward::split defers the weight gradients to backward_weights().
   void backward_impl(float loss_weight, const float* doutput, int slot, Backward half);
   void tp_sum(float* data, long n); // all-reduce over the tensor group, timed
+  void plan_norm_chunks();          // norm_chunks_ from the table (GPU builds)
   // Tells the hook that gradients from parameter `index` to the end of the buffer are done.
   void grads_done_from(int index) const;
   // Tells the hook that the forward is about to read parameters `indices`.
@@ -203,8 +204,8 @@ private:
   int B_ = 0, T_ = 0;
   Kokkos::View<float*> params_, grads_; // [table_.total] each
   // [2 x chunks] begin and end in grads_ of 1024-element chunks of the tensors that count in
-  // the gradient norm (GPU builds: one launch for the norm; made on first use).
-  mutable Kokkos::View<long*> norm_chunks_;
+  // the gradient norm (GPU builds: one launch for the norm).
+  Kokkos::View<long*> norm_chunks_;
   Kokkos::View<float*> acts_;    // every slot's activations, one allocation
   Kokkos::View<float*> scratch_; // backward temporaries, one allocation
   std::vector<Slot> slots_;
