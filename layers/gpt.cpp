@@ -81,9 +81,17 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
     }
   }
 
+  plan_buffers();
+  if constexpr (!host_teams) plan_norm_chunks();
+}
+
+// Every slot's activations and the backward's scratch, each one allocation carved into the
+// buffers the kernels use.
+void GPT::plan_buffers() {
   // Local widths: this rank's heads, MLP columns and vocabulary rows.
-  const std::size_t N = std::size_t(B) * T, C = config.d_model, Cl = C / tp_size_,
-                    V = table_.vocab_local, NH = config.n_head / tp_size_, L = table_.blocks.size();
+  const std::size_t N = std::size_t(B_) * T_, C = config_.d_model, Cl = C / tp_size_,
+                    V = table_.vocab_local, NH = config_.n_head / tp_size_,
+                    L = table_.blocks.size();
   // Two passes: count, allocate, then hand out pointers.
   for (int pass = 0; pass < 2; ++pass) {
     Carver a(pass == 0 ? nullptr : acts_.data());
@@ -98,7 +106,7 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
         b.attn.q = a.take(N * Cl);
         b.attn.k = a.take(N * Cl);
         b.attn.v = a.take(N * Cl);
-        b.attn.att = a.take(std::size_t(B) * NH * attention_scores_per_head(T));
+        b.attn.att = a.take(std::size_t(B_) * NH * attention_scores_per_head(T_));
         b.atty = a.take(N * Cl);
         b.res2 = a.take(N * C);
         b.ln2 = a.take(N * C);
@@ -132,9 +140,9 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
     d_fch_ = s.take(N * 4 * Cl);
     d_fchg_ = s.take(N * 4 * Cl);
     attn_scratch_.yh = s.take(N * Cl);
-    attn_scratch_.heads_at_once = attention_heads_per_launch(long(B) * long(NH));
+    attn_scratch_.heads_at_once = attention_heads_per_launch(long(B_) * long(NH));
     attn_scratch_.datt =
-        s.take(std::size_t(attn_scratch_.heads_at_once) * std::size_t(attention_block) * T);
+        s.take(std::size_t(attn_scratch_.heads_at_once) * std::size_t(attention_block) * T_);
     attn_scratch_.dq = s.take(N * Cl);
     attn_scratch_.dk = s.take(N * Cl);
     attn_scratch_.dv = s.take(N * Cl);
@@ -147,7 +155,6 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
       scratch_ = Kokkos::View<float*>("layers::GPT::scratch", s.used());
     }
   }
-  if constexpr (!host_teams) plan_norm_chunks();
 }
 
 void GPT::plan_norm_chunks() {

@@ -173,6 +173,7 @@ private:
   // Backward::split defers the weight gradients to backward_weights().
   void backward_impl(float loss_weight, const float* doutput, int slot, Backward half);
   void tp_sum(float* data, long n); // all-reduce over the tensor group, timed
+  void plan_buffers();              // acts_, scratch_ and the pointers into them
   void plan_norm_chunks();          // norm_chunks_ from the table (GPU builds)
   // Tells the hook that gradients from parameter `index` to the end of the buffer are done.
   void grads_done_from(int index) const;
