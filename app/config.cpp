@@ -168,6 +168,10 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "a save that fails (disk full, directory gone): stop, or continue (warn, keep the previous "
        "checkpoint and go on; the save at the end or before the time limit must succeed)",
        &c.checkpoint.on_save_error},
+      {"checkpoint", "direct_io",
+       "large contiguous shards written and read with O_DIRECT, past the page cache (where the "
+       "file system allows it; false: all through the page cache)",
+       &c.checkpoint.direct_io},
   };
 }
 

@@ -2,11 +2,13 @@
 # Checkpoint bandwidth against dd on the same disk, in one run: gridlm writes a checkpoint
 # (weights and both AdamW moments, every rank its pipeline stage's shard, through .partial,
 # flushed to storage, renamed) and reads it back on resume; dd writes the same number of bytes
-# with conv=fsync and reads them back. For the small model (configs/small.toml, 15.7 M
+# with conv=fsync and reads them back, through the page cache (the peer the goal names) and with
+# O_DIRECT (the disk's own rate, which gridlm's direct transfers of large shards can reach;
+# checkpoint.direct_io). For the small model (configs/small.toml, 15.7 M
 # parameters), a GPT-2 124M-shaped one (12 layers, width 768, vocabulary 50257, context 256) and
 # the tiny model (a 10 MiB file: per-dataset costs, not bandwidth) at 1, 2 and 4 ranks (pp =
 # ranks; 4 ranks oversubscribe 2 cores). Prints one table row per case: medians of ROUNDS rounds and the
-# ratios gridlm / dd.
+# ratios gridlm / dd (page cache) and gridlm / dd (direct).
 #
 # Every measured operation, gridlm's and dd's alike, starts from the same state: dirty pages
 # synced, the page cache dropped (when run as root) and SETTLE seconds of quiet. On a virtual
@@ -46,15 +48,15 @@ mibs() { py "f'{$1 / max($2, 1e-4) / 2**20:.0f}'"; }
 median() { py "s.median([$(tr ' ' ',' <<<"$*")])"; }
 echo "checkpoint_io: commit $(git rev-parse --short HEAD), $(df -h --output=source,fstype "$work" | tail -n1)," \
   "page cache dropped before each operation: $drops, settle ${settle_s} s, median of $rounds rounds"
-printf '| model | ranks | size | write s | write MiB/s | dd write MiB/s | ratio | read s | read MiB/s | dd read MiB/s | ratio |\n'
-printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+printf '| model | ranks | size | write s | write MiB/s | dd write MiB/s | ratio | dd direct write MiB/s | ratio | read s | read MiB/s | dd read MiB/s | ratio | dd direct read MiB/s | ratio |\n'
+printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
 for model in ${MODELS:-small 124m tiny}; do
   for n in "${ranks[@]}"; do
     out=$work/$model-$n
     # shellcheck disable=SC2086
     args=(${models[$model]} --set parallel.pp=$n --set parallel.stage_layout=balanced --set train.grad_accum=$n --set train.steps=1
       --set train.log_every=1000 --set checkpoint.dir=ck --set output.dir=$out --set output.weights=)
-    writes=() reads=() dd_writes=() dd_reads=()
+    writes=() reads=() dd_writes=() dd_reads=() dio_writes=() dio_reads=()
     for ((r = 0; r < rounds; ++r)); do
       rm -rf "$out"
       settle
@@ -68,15 +70,25 @@ for model in ${MODELS:-small 124m tiny}; do
       dd_write=$( { time dd if=/dev/zero of="$out/dd" bs=8M count=$count conv=fsync status=none; } 2>&1 )
       settle
       dd_read=$( { time dd if="$out/dd" of=/dev/null bs=8M status=none; } 2>&1 )
+      rm -f "$out/dd"
+      settle
+      dio_write=$( { time dd if=/dev/zero of="$out/dd" bs=8M count=$count oflag=direct conv=fsync status=none; } 2>&1 )
+      settle
+      dio_read=$( { time dd if="$out/dd" of=/dev/null bs=8M iflag=direct status=none; } 2>&1 )
+      rm -f "$out/dd"
       writes+=("$write_s") reads+=("$read_s") dd_writes+=("$dd_write") dd_reads+=("$dd_read")
+      dio_writes+=("$dio_write") dio_reads+=("$dio_read")
     done
     rm -rf "$out"
     dd_bytes=$((count << 23))
     write_s=$(median "${writes[*]}") read_s=$(median "${reads[*]}")
     w=$(mibs "$bytes" "$write_s") r=$(mibs "$bytes" "$read_s")
     dw=$(mibs "$dd_bytes" "$(median "${dd_writes[*]}")") dr=$(mibs "$dd_bytes" "$(median "${dd_reads[*]}")")
-    printf '| %s | %d | %s MiB | %.2f | %s | %s | %s | %.2f | %s | %s | %s |\n' "$model" "$n" \
-      "$(py "f'{$bytes / 2**20:.1f}'")" "$write_s" "$w" "$dw" "$(py "f'{$w / max($dw, 1):.2f}'")" \
-      "$read_s" "$r" "$dr" "$(py "f'{$r / max($dr, 1):.2f}'")"
+    xw=$(mibs "$dd_bytes" "$(median "${dio_writes[*]}")") xr=$(mibs "$dd_bytes" "$(median "${dio_reads[*]}")")
+    ratio() { py "f'{$1 / max($2, 1):.2f}'"; }
+    printf '| %s | %d | %s MiB | %.2f | %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s |\n' "$model" "$n" \
+      "$(py "f'{$bytes / 2**20:.1f}'")" "$write_s" "$w" "$dw" "$(ratio "$w" "$dw")" "$xw" "$(ratio "$w" "$xw")" \
+      "$read_s" "$r" "$dr" "$(ratio "$r" "$dr")" "$xr" "$(ratio "$r" "$xr")"
+    echo "  runs: write ${writes[*]} s, dd ${dd_writes[*]} s, dd direct ${dio_writes[*]} s; read ${reads[*]} s, dd ${dd_reads[*]} s, dd direct ${dio_reads[*]} s" >&2
   done
 done

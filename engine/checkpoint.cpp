@@ -233,8 +233,8 @@ namespace {
 // The file of write_model_file and write_gradient_file: `parts` from `from`, in `format`.
 WriteStats write_file(const std::string& path, const Sources& from, const std::vector<Part>& parts,
                       const CheckpointMeta& meta, const layers::ModelConfig& config,
-                      const parallel::Grid& grid, const std::string& tokenizer,
-                      const char* format) {
+                      const parallel::Grid& grid, const std::string& tokenizer, const char* format,
+                      bool direct_io) {
   const PipelineModel& model = from.model;
   const std::string partial = path + ".partial";
   const layers::ParamTable whole = layers::make_param_table(config);
@@ -256,8 +256,10 @@ WriteStats write_file(const std::string& path, const Sources& from, const std::v
   };
   const FaultSwitch kill(meta.step, grid);
   check_space(partial, whole, parts.size(), tokenizer.size(), grid);
+  std::uint64_t direct = 0;
   {
     io::ParallelFile f = io::ParallelFile::create(grid.comm(), partial);
+    f.set_direct_io(direct_io);
     std::vector<std::string> names;
     std::vector<std::uint64_t> sums;
     write_tensors(f, model, whole, parts, host, grid, attempt, kill, names, sums);
@@ -274,6 +276,7 @@ WriteStats write_file(const std::string& path, const Sources& from, const std::v
       write_tokenizer(f, tokenizer, grid);
       f.flush();
     });
+    direct = f.direct_bytes();
   }
   try {
     parallel::agree_on_errors(grid.comm(), failure.empty()
@@ -300,7 +303,9 @@ WriteStats write_file(const std::string& path, const Sources& from, const std::v
   std::vector<std::uint64_t> stats{bytes, staging};
   parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
   all.all_reduce(Span<std::uint64_t>(stats), parallel::ReduceOp::max);
-  return WriteStats{stats[0], stats[1]};
+  std::vector<std::uint64_t> total{direct};
+  all.all_reduce(Span<std::uint64_t>(total));
+  return WriteStats{stats[0], stats[1], total[0]};
 }
 
 } // namespace
@@ -308,18 +313,18 @@ WriteStats write_file(const std::string& path, const Sources& from, const std::v
 WriteStats write_model_file(const std::string& path, const PipelineModel& model,
                             const OptimizerStep* optimizer, const CheckpointMeta& meta,
                             const layers::ModelConfig& config, const parallel::Grid& grid,
-                            const std::string& tokenizer) {
+                            const std::string& tokenizer, bool direct_io) {
   std::vector<Part> parts{Part::params};
   if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
   return write_file(path, Sources{model, optimizer, nullptr}, parts, meta, config, grid, tokenizer,
-                    format_name);
+                    format_name, direct_io);
 }
 
 WriteStats write_gradient_file(const std::string& path, const PipelineModel& model, GradSync& sync,
                                const CheckpointMeta& meta, const layers::ModelConfig& config,
                                const parallel::Grid& grid) {
   return write_file(path, Sources{model, nullptr, &sync}, {Part::grads}, meta, config, grid, "",
-                    gradients_format_name);
+                    gradients_format_name, true);
 }
 
 CheckpointMeta read_model_header(const std::string& path, const layers::ModelConfig& config,
@@ -332,8 +337,9 @@ CheckpointMeta read_model_header(const std::string& path, const layers::ModelCon
 
 CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
                                OptimizerStep* optimizer, const layers::ModelConfig& config,
-                               const parallel::Grid& grid) {
+                               const parallel::Grid& grid, bool direct_io) {
   io::ParallelFile f = io::ParallelFile::open_read(grid.comm(), path);
+  f.set_direct_io(direct_io);
   std::vector<Part> parts{Part::params};
   if (optimizer != nullptr) parts.insert(parts.end(), {Part::m, Part::v});
   std::vector<std::vector<HostView>> host;
@@ -344,10 +350,15 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
                        [&] { meta = read_header(f, path, config, optimizer != nullptr); });
   const layers::ParamTable whole = layers::make_param_table(config);
   std::vector<std::vector<Holding>> held_by_param;
-  std::vector<std::string> names, mine;
+  std::vector<std::string> names, mine; // mine: the datasets read through the page cache
   for (const layers::ParamInfo& global : whole.params) {
     held_by_param.push_back(holdings(model, global.name, grid));
-    for (std::size_t k = 0; !held_by_param.back().empty() && k < parts.size(); ++k)
+    bool cached = false;
+    for (const Holding& h : held_by_param.back()) {
+      const layers::ParamInfo& p = model.chunks()[h.chunk]->table().params[std::size_t(h.index)];
+      cached = cached || !f.reads_directly(param_shard(p, grid.coords().tp));
+    }
+    for (std::size_t k = 0; cached && k < parts.size(); ++k)
       mine.push_back(prefix(parts[k]) + global.name);
   }
   std::vector<std::uint64_t> sums, stored;

@@ -26,17 +26,19 @@ struct WriteStats {
   std::uint64_t bytes = 0;   // the file's size
   std::uint64_t staging = 0; // the most bytes one rank copied to host memory to write (0 when
                              // the model computes on the host: its buffers are written as they are)
+  std::uint64_t direct = 0;  // bytes the ranks wrote with O_DIRECT, past the page cache (summed)
 };
 
 // Collective over the grid: writes `path` through `path.partial`, which rank 0 renames once
 // the file is complete and closed, so a failure never leaves a broken file under the name.
 // With `optimizer` the moments go in; `tokenizer` (rank 0's serialized SentencePiece model,
 // "" for none) too. Returns the bytes of the file and the largest host staging any rank
-// needed (on every rank).
+// needed (on every rank). `direct_io`: large contiguous shards go with O_DIRECT
+// (io::ParallelFile::set_direct_io).
 WriteStats write_model_file(const std::string& path, const PipelineModel& model,
                             const OptimizerStep* optimizer, const CheckpointMeta& meta,
                             const layers::ModelConfig& config, const parallel::Grid& grid,
-                            const std::string& tokenizer);
+                            const std::string& tokenizer, bool direct_io = true);
 
 // Collective over the grid, after GradSync::finish: the reduced gradients (the mean over the
 // replicas, before clipping) of every parameter at its global shape and PyTorch name, as a
@@ -55,9 +57,9 @@ CheckpointMeta read_model_header(const std::string& path, const layers::ModelCon
 // `optimizer` is given, its moments, from `path`. Throws the same CollectiveError on every rank
 // for a file that is missing, not a gridlm model file, of another format version, of another
 // model shape, damaged (a checksum that does not match) or, when moments are wanted, without
-// them (the message points to --init-from).
+// them (the message points to --init-from). `direct_io` as for write_model_file.
 CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
                                OptimizerStep* optimizer, const layers::ModelConfig& config,
-                               const parallel::Grid& grid);
+                               const parallel::Grid& grid, bool direct_io = true);
 
 } // namespace gridlm::engine

@@ -20,13 +20,6 @@ io::TensorShard whole(const std::vector<std::uint64_t>& shape) {
   return s;
 }
 
-std::uint64_t elements(const std::vector<std::uint64_t>& shape) {
-  std::uint64_t n = 1;
-  for (std::uint64_t d : shape)
-    n *= d;
-  return n;
-}
-
 // The root attributes every gridlm model file has.
 void read_root(const io::ParallelFile& f, FileSummary& s) {
   s.meta = read_root_attributes(f, s.path, s.model);
@@ -37,7 +30,7 @@ void read_root(const io::ParallelFile& f, FileSummary& s) {
 std::uint64_t read_whole(const io::ParallelFile& f, const std::string& name,
                          std::vector<std::uint64_t>& shape, std::vector<float>& data) {
   shape = f.shape(name);
-  data.assign(elements(shape), 0.0f);
+  data.assign(io::elements(shape), 0.0f);
   const io::TensorShard shard = whole(shape);
   f.read_shard(name, shard, Span<float>(data), io::Transfer::independent);
   return io::shard_checksum(shard, Span<const float>(data));

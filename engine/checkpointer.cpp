@@ -69,10 +69,11 @@ Checkpointer::Saved Checkpointer::save(const CheckpointMeta& meta, const Pipelin
   const auto start = std::chrono::steady_clock::now();
   Saved saved;
   saved.path = checkpoint_file(dir_, meta.step);
-  const WriteStats stats =
-      write_model_file(saved.path, model, &optimizer, meta, config_.model, grid_, tokenizer);
+  const WriteStats stats = write_model_file(saved.path, model, &optimizer, meta, config_.model,
+                                            grid_, tokenizer, config_.checkpoint.direct_io);
   saved.bytes = stats.bytes;
   saved.staging = stats.staging;
+  saved.direct = stats.direct;
   parallel::run_agreed(grid_.comm(), [&] {
     if (grid_.rank() != 0) return;
     publish(dir_, saved.path);

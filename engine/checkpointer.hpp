@@ -28,6 +28,7 @@ public:
     double seconds = 0.0;
     std::uint64_t bytes = 0;
     std::uint64_t staging = 0; // the most host memory one rank copied its shard into
+    std::uint64_t direct = 0;  // bytes written with O_DIRECT, all ranks together
   };
   // Collective over the grid. `meta.step` is the number of steps done.
   Saved save(const CheckpointMeta& meta, const PipelineModel& model, const OptimizerStep& optimizer,

@@ -137,6 +137,7 @@ nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double
     j["checkpoint_s"] = r.checkpoint_seconds;
     j["checkpoint_bytes"] = r.checkpoint_bytes;
     j["checkpoint_staging_bytes"] = r.checkpoint_staging;
+    j["checkpoint_direct_bytes"] = r.checkpoint_direct;
   }
   if (layout.pp > 1) {
     j["bubble"] = r.pipeline.bubble;
@@ -162,12 +163,12 @@ double Reporter::step(const StepRecord& r) {
   }
   if (!r.event.empty()) std::printf("step %5d/%d | %s\n", r.step + 1, tc.steps, r.event.c_str());
   if (!r.checkpoint_path.empty()) {
-    std::printf("step %5d/%d | checkpoint %s: %.1f MiB in %.2f s (%.0f MiB/s; host staging "
-                "%.1f MiB on the largest rank)\n",
+    std::printf("step %5d/%d | checkpoint %s: %.1f MiB in %.2f s (%.0f MiB/s; %.1f MiB direct; "
+                "host staging %.1f MiB on the largest rank)\n",
                 r.step + 1, tc.steps, r.checkpoint_path.c_str(),
                 double(r.checkpoint_bytes) / (1 << 20), r.checkpoint_seconds,
                 double(r.checkpoint_bytes) / (1 << 20) / std::max(r.checkpoint_seconds, 1e-9),
-                double(r.checkpoint_staging) / (1 << 20));
+                double(r.checkpoint_direct) / (1 << 20), double(r.checkpoint_staging) / (1 << 20));
   }
   if (r.step % tc.log_every == 0 || r.step == tc.steps - 1) {
     std::string comm = layout.tp > 1 || layout.pp > 1

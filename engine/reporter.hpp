@@ -45,6 +45,7 @@ struct StepRecord {
   double checkpoint_seconds = 0.0;      // and the time it took
   std::uint64_t checkpoint_bytes = 0;   // and its size
   std::uint64_t checkpoint_staging = 0; // and the most host memory a rank staged it in
+  std::uint64_t checkpoint_direct = 0;  // and the bytes of it written past the page cache
   bool stop = false;                    // the job is ending: the run stops after this step
   std::string stop_reason;              // why (a signal, the time limit)
   std::string bad;                      // what was wrong with the step ("" when nothing)

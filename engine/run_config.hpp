@@ -74,6 +74,7 @@ struct CheckpointConfig {
   std::string init_from = ""; // weights (a checkpoint or weights file) to start from, at step 0
   std::string on_save_error =
       "stop"; // a failed save: stop, or continue (warn and go on; the last save must succeed)
+  bool direct_io = true; // large contiguous shards with O_DIRECT, past the page cache
 };
 
 struct RunConfig {

@@ -126,7 +126,7 @@ public:
     if (weights && !plan_.weights_path.empty()) {
       advance(config_.train.steps);
       write_model_file(plan_.weights_path, model_, nullptr, meta_, config_.model, grid_,
-                       data_.tokenizer);
+                       data_.tokenizer, config_.checkpoint.direct_io);
       report_.wrote("weights", plan_.weights_path);
     }
     if (dump_) dump_->write(config_.output.reference_dump);
@@ -151,7 +151,8 @@ private:
     }
     if (!plan_.resume_path.empty()) {
       const double begin = parallel::steady_seconds();
-      meta_ = read_model_file(plan_.resume_path, model_, &optimizer_, config_.model, grid_);
+      meta_ = read_model_file(plan_.resume_path, model_, &optimizer_, config_.model, grid_,
+                              config_.checkpoint.direct_io);
       const double seconds = parallel::steady_seconds() - begin;
       check_same_data(meta_);
       first_step_ = meta_.step;
@@ -159,7 +160,8 @@ private:
       last_checkpoint_ = plan_.resume_path;
       report_.resumed(plan_.resume_path, meta_, seconds);
     } else if (!plan_.init_from.empty()) {
-      read_model_file(plan_.init_from, model_, nullptr, config_.model, grid_);
+      read_model_file(plan_.init_from, model_, nullptr, config_.model, grid_,
+                      config_.checkpoint.direct_io);
       report_.wrote("weights from", plan_.init_from);
     }
   }
@@ -270,7 +272,8 @@ private:
     const std::uint64_t past = samples_before(step + 1);
     grad_sync_.wait_params();
     feed_->stop();
-    meta_ = read_model_file(last_checkpoint_, model_, &optimizer_, config_.model, grid_);
+    meta_ = read_model_file(last_checkpoint_, model_, &optimizer_, config_.model, grid_,
+                            config_.checkpoint.direct_io);
     first_step_ = meta_.step;
     first_samples_ = past;
     feed_->restart(first_step_, past);
@@ -367,6 +370,7 @@ private:
     r.checkpoint_seconds = saved.seconds;
     r.checkpoint_bytes = saved.bytes;
     r.checkpoint_staging = saved.staging;
+    r.checkpoint_direct = saved.direct;
   }
 
   const RunConfig& config_;

@@ -158,7 +158,7 @@ ParallelFile ParallelFile::create(MPI_Comm comm, const std::string& path) {
                     : fmt::format("cannot create HDF5 file '{}': check that its directory exists "
                                   "and is writable by every rank",
                                   path));
-  return ParallelFile(path, H5Handle(id));
+  return ParallelFile(path, H5Handle(id), true);
 }
 
 ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string& path) {
@@ -172,7 +172,7 @@ ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string& path) {
   H5Handle fapl = mpio_access(comm);
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
   parallel::agree_on_errors(comm, id >= 0 ? "" : damaged_hdf5_message(path));
-  return ParallelFile(path, H5Handle(id));
+  return ParallelFile(path, H5Handle(id), false);
 }
 
 template <class T>
@@ -264,13 +264,6 @@ void ParallelFile::write_attribute(const std::string& object, const std::string&
 
 namespace {
 
-std::uint64_t elements(const std::vector<std::uint64_t>& shape) {
-  std::uint64_t n = 1;
-  for (std::uint64_t d : shape)
-    n *= d;
-  return n;
-}
-
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
   std::string s;
   for (std::size_t i = 0; i < shape.size(); ++i)
@@ -351,6 +344,37 @@ void check_shard(const TensorShard& s, std::size_t local_size, const std::string
   check_boxes(s.memory, s.local_shape, what + " (memory)");
 }
 
+// A shard's boxes by the way they travel: contiguous runs of at least direct_min_bytes in both
+// the file and memory go direct, the rest through HDF5 (MPI-IO).
+struct DirectRun {
+  std::uint64_t file_byte = 0;      // in the file
+  std::uint64_t memory_element = 0; // in the rank's array
+  std::uint64_t count = 0;          // elements
+};
+struct Split {
+  std::vector<DirectRun> direct;
+  std::vector<Box> file, memory; // what HDF5 moves
+};
+Split split_boxes(const TensorShard& s, bool direct, std::uint64_t dataset_byte) {
+  Split out;
+  for (std::size_t i = 0; i < s.file.size(); ++i) {
+    const std::optional<FlatRun> f =
+        contiguous_run(s.file[i].start, s.file[i].count, s.global_shape);
+    const std::optional<FlatRun> m =
+        contiguous_run(s.memory[i].start, s.memory[i].count, s.local_shape);
+    if (direct && f && m && f->count * sizeof(float) >= ParallelFile::direct_min_bytes) {
+      out.direct.push_back({dataset_byte + f->first * sizeof(float), m->first, f->count});
+    } else {
+      out.file.push_back(s.file[i]);
+      out.memory.push_back(s.memory[i]);
+    }
+  }
+  return out;
+}
+
+// Direct transfers store the bytes as they are in memory: the file's little-endian floats.
+constexpr bool little_endian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
 } // namespace
 
 namespace {
@@ -364,6 +388,13 @@ inline std::uint64_t element_hash(std::uint64_t global, std::uint32_t bits) {
 }
 
 } // namespace
+
+std::uint64_t elements(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : shape)
+    n *= d;
+  return n;
+}
 
 std::uint64_t shard_checksum(const TensorShard& shard, Span<const float> local) {
   std::uint64_t sum = 0;
@@ -409,14 +440,21 @@ void ParallelFile::write_shard(const std::string& name, const TensorShard& shard
   H5Handle file_space = selection(shard.global_shape, shard.file);
   H5Handle dcpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
   GRIDLM_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER)); // the writers cover it
+  // Allocated now, so that its place in the file is known to direct writes.
+  GRIDLM_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY));
   H5Handle lcpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
   GRIDLM_H5_CHECK(H5Pset_create_intermediate_group(lcpl.get(), 1));
   H5Handle dset(GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<float>::file(),
                                            file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT)));
-  H5Handle mem_space = selection(shard.local_shape, shard.memory);
+  const haddr_t at = H5Dget_offset(dset.get());
+  const Split split = split_boxes(shard, at != HADDR_UNDEF && direct() != nullptr, at);
+  H5Handle mem_space = selection(shard.local_shape, split.memory);
+  file_space = selection(shard.global_shape, split.file);
   H5Handle dxpl = transfer_list(transfer);
   GRIDLM_H5_CHECK(H5Dwrite(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
                            dxpl.get(), local.data()));
+  for (const DirectRun& run : split.direct)
+    direct_->write(run.file_byte, local.data() + run.memory_element, run.count * sizeof(float));
 }
 
 std::vector<std::uint64_t> ParallelFile::shape(const std::string& name) const {
@@ -461,6 +499,19 @@ void ParallelFile::prefetch(const std::vector<std::string>& names) const {
   ::close(fd);
 }
 
+bool ParallelFile::reads_directly(const TensorShard& shard) const {
+  return direct() != nullptr && split_boxes(shard, true, 0).file.empty();
+}
+
+DirectFile* ParallelFile::direct() const {
+  if (!direct_io_ || !little_endian) return nullptr;
+  if (!direct_opened_) {
+    direct_opened_ = true;
+    direct_ = DirectFile::open(path_, writable_ ? DirectFile::Mode::write : DirectFile::Mode::read);
+  }
+  return direct_.get();
+}
+
 void ParallelFile::read_shard(const std::string& name, const TensorShard& shard, Span<float> local,
                               Transfer transfer) const {
   check_shard(shard, local.size(), fmt::format("read of '{}' in '{}' on {}", name, path_, where()));
@@ -471,14 +522,24 @@ void ParallelFile::read_shard(const std::string& name, const TensorShard& shard,
                             path_, name, shape_text(stored), shape_text(shard.global_shape)));
   }
   H5Handle dset(GRIDLM_H5_CHECK(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT)));
-  H5Handle file_space = selection(shard.global_shape, shard.file);
-  H5Handle mem_space = selection(shard.local_shape, shard.memory);
+  // A contiguous float32 dataset (chunked ones and other types go through HDF5 whole).
+  H5Handle type(GRIDLM_H5_CHECK(H5Dget_type(dset.get())));
+  const haddr_t at = H5Dget_offset(dset.get());
+  const bool plain = at != HADDR_UNDEF && H5Tequal(type.get(), H5Types<float>::file()) > 0;
+  const Split split = split_boxes(shard, plain && direct() != nullptr, at);
+  H5Handle file_space = selection(shard.global_shape, split.file);
+  H5Handle mem_space = selection(shard.local_shape, split.memory);
   H5Handle dxpl = transfer_list(transfer);
   GRIDLM_H5_CHECK(H5Dread(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
                           dxpl.get(), local.data()));
+  for (const DirectRun& run : split.direct)
+    direct_->read(run.file_byte, local.data() + run.memory_element, run.count * sizeof(float));
 }
 
-void ParallelFile::flush() { GRIDLM_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL)); }
+void ParallelFile::flush() {
+  if (direct_) direct_->sync();
+  GRIDLM_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL));
+}
 
 bool ParallelFile::has_object(const std::string& name) const {
   return H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) > 0;

@@ -6,10 +6,12 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "io/direct_file.hpp"
 #include "io/h5_handle.hpp"
 #include "parallel/span.hpp"
 
@@ -54,6 +56,9 @@ struct TensorShard {
   std::vector<Box> memory;                 // the same elements, in local coordinates
 };
 
+// The number of elements of an array of `shape` (1 for a scalar's empty shape).
+std::uint64_t elements(const std::vector<std::uint64_t>& shape);
+
 // An order-free checksum of a shard's elements: the sum over them of a hash of (global flat
 // index, value bits), modulo 2^64. Summed over ranks whose shards partition a tensor, it is the
 // tensor's checksum whatever the partition, so any layout can verify a file any other wrote.
@@ -95,12 +100,13 @@ public:
   // gridlm::Error for boxes outside the shapes, of unequal counts or not stacked by rows. The
   // data goes independently by default: shards are disjoint runs, and MPI-IO's collective
   // buffering made a checkpoint of a few hundred small tensors 100 times slower here
-  // (docs/performance.md).
+  // (docs/performance.md). With direct I/O on (the default), a box of at least
+  // direct_min_bytes that is one contiguous run of the file goes by DirectFile, not MPI-IO.
   void write_shard(const std::string& name, const TensorShard& shard, Span<const float> local,
                    Transfer transfer = Transfer::independent);
   // Reads this rank's boxes of dataset `name` into `local`, whose other elements it leaves as
   // they are. Throws gridlm::Error naming the file and dataset when the dataset is missing or
-  // its shape is not shard.global_shape.
+  // its shape is not shard.global_shape. Boxes go direct as write_shard's do.
   void read_shard(const std::string& name, const TensorShard& shard, Span<float> local,
                   Transfer transfer = Transfer::collective) const;
   // Shape of dataset `name` (throws naming it when it is missing).
@@ -115,6 +121,18 @@ public:
   // depth of one; the hint lets the disk stream the whole shard while the reads and their
   // checksums go on.
   void prefetch(const std::vector<std::string>& names) const;
+
+  // Whether write_shard and read_shard move large contiguous boxes with O_DIRECT (on by
+  // default; the page cache serves the rest, and all of it on a file system without O_DIRECT).
+  void set_direct_io(bool on) { direct_io_ = on; }
+  // The smallest box that goes direct: HDF5 aligns datasets of this size to 1 MiB (create()),
+  // so that a rank's run in one starts on a block of its own; smaller ones are not worth a
+  // transfer of their own.
+  static constexpr std::uint64_t direct_min_bytes = std::uint64_t(1) << 20;
+  // Whether read_shard reads every box of `shard` direct: what prefetch() need not be told.
+  bool reads_directly(const TensorShard& shard) const;
+  // Bytes this rank has moved with O_DIRECT through this file.
+  std::uint64_t direct_bytes() const { return direct_ ? direct_->direct_bytes() : 0; }
 
   // Number of elements of 1-D dataset `name`.
   std::uint64_t dataset_size(const std::string& name) const;
@@ -138,12 +156,23 @@ public:
   void flush();
 
   // Closes the file collectively (also done by the destructor).
-  void close() { file_.reset(); }
+  void close() {
+    direct_.reset();
+    file_.reset();
+  }
 
 private:
-  ParallelFile(std::string path, H5Handle file) : path_(std::move(path)), file_(std::move(file)) {}
+  ParallelFile(std::string path, H5Handle file, bool writable)
+      : path_(std::move(path)), file_(std::move(file)), writable_(writable) {}
+  // The file opened for direct transfers, on first use; nothing when direct I/O is off or the
+  // file system refuses it.
+  DirectFile* direct() const;
   std::string path_;
   H5Handle file_;
+  bool writable_ = false;
+  bool direct_io_ = true;
+  mutable bool direct_opened_ = false;
+  mutable std::unique_ptr<DirectFile> direct_;
 };
 
 } // namespace gridlm::io
