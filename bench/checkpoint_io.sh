@@ -17,7 +17,8 @@
 # write that runs right after another process freed memory gets warm pages and runs 3-10x
 # faster. Without the pause the order of the runs, not the code, decides the ratio.
 # Usage: bench/checkpoint_io.sh [ranks...]   (default: 1 2 4; needs build/bin/gridlm)
-#        ROUNDS=3 SETTLE=10 MODELS="small 124m tiny" by default.
+#        ROUNDS=3 SETTLE=10 MODELS="small 124m tiny" by default; GRIDLM_ARGS adds gridlm
+#        options to both runs (e.g. "--set checkpoint.direct_io=false": the page-cache path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=("${@:-1 2 4}")
@@ -46,7 +47,7 @@ settle() {
 py() { python3 -c "import statistics as s; print($1)"; }
 mibs() { py "f'{$1 / max($2, 1e-4) / 2**20:.0f}'"; }
 median() { py "s.median([$(tr ' ' ',' <<<"$*")])"; }
-echo "checkpoint_io: commit $(git rev-parse --short HEAD), $(df -h --output=source,fstype "$work" | tail -n1)," \
+echo "checkpoint_io: commit $(git rev-parse --short HEAD), $(df -h --output=source,fstype "$work" | tail -n1), gridlm options '${GRIDLM_ARGS:-}'," \
   "page cache dropped before each operation: $drops, settle ${settle_s} s, median of $rounds rounds"
 printf '| model | ranks | size | write s | write MiB/s | dd write MiB/s | ratio | dd direct write MiB/s | ratio | read s | read MiB/s | dd read MiB/s | ratio | dd direct read MiB/s | ratio |\n'
 printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
@@ -55,7 +56,7 @@ for model in ${MODELS:-small 124m tiny}; do
     out=$work/$model-$n
     # shellcheck disable=SC2086
     args=(${models[$model]} --set parallel.pp=$n --set parallel.stage_layout=balanced --set train.grad_accum=$n --set train.steps=1
-      --set train.log_every=1000 --set checkpoint.dir=ck --set output.dir=$out --set output.weights=)
+      --set train.log_every=1000 --set checkpoint.dir=ck --set output.dir=$out --set output.weights= ${GRIDLM_ARGS:-})
     writes=() reads=() dd_writes=() dd_reads=() dio_writes=() dio_reads=()
     for ((r = 0; r < rounds; ++r)); do
       rm -rf "$out"
