@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -280,4 +281,29 @@ TEST(DirectIo, ShardsWrittenDirectEqualThePageCachePathAndReadBackUnderAnotherPa
     std::remove(direct_path.c_str());
     std::remove(cached_path.c_str());
   }
+}
+
+// A disk that fills during a direct write: the error names the file and the reason (each rank
+// its own 1 MiB tmpfs; mounting needs root, as tests/cli/checkpoint_faults.sh does).
+TEST(DirectIo, AFullDiskIsNamed) {
+  const std::string dir = rank_path("direct_full") + ".d";
+  ASSERT_EQ(std::system(("mkdir -p " + dir + " && mount -t tmpfs -o size=1m tmpfs " + dir).c_str()),
+            0)
+      << "cannot mount a tmpfs on " << dir << " (needs root)";
+  const std::string path = dir + "/file";
+  ::close(::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644));
+  const std::vector<unsigned char> bytes = pattern(3u << 20);
+  std::string message;
+  {
+    std::unique_ptr<io::DirectFile> out = io::DirectFile::open(path, io::DirectFile::Mode::write);
+    ASSERT_TRUE(out) << "the file system of " << path << " refuses O_DIRECT";
+    try {
+      out->write(100, bytes.data(), bytes.size());
+    } catch (const Error& e) {
+      message = e.what();
+    }
+  }
+  EXPECT_EQ(std::system(("umount " + dir + " && rmdir " + dir).c_str()), 0);
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_NE(message.find("No space left on device"), std::string::npos) << message;
 }
