@@ -322,9 +322,9 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
 
 WriteStats write_gradient_file(const std::string& path, const PipelineModel& model, GradSync& sync,
                                const CheckpointMeta& meta, const layers::ModelConfig& config,
-                               const parallel::Grid& grid) {
+                               const parallel::Grid& grid, bool direct_io) {
   return write_file(path, Sources{model, nullptr, &sync}, {Part::grads}, meta, config, grid, "",
-                    gradients_format_name, true);
+                    gradients_format_name, direct_io);
 }
 
 CheckpointMeta read_model_header(const std::string& path, const layers::ModelConfig& config,
@@ -350,20 +350,22 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
                        [&] { meta = read_header(f, path, config, optimizer != nullptr); });
   const layers::ParamTable whole = layers::make_param_table(config);
   std::vector<std::vector<Holding>> held_by_param;
-  std::vector<std::string> names, mine; // mine: the datasets read through the page cache
-  for (const layers::ParamInfo& global : whole.params) {
+  std::vector<std::string> names;
+  for (const layers::ParamInfo& global : whole.params)
     held_by_param.push_back(holdings(model, global.name, grid));
-    bool cached = false;
-    for (const Holding& h : held_by_param.back()) {
-      const layers::ParamInfo& p = model.chunks()[h.chunk]->table().params[std::size_t(h.index)];
-      cached = cached || !f.reads_directly(param_shard(p, grid.coords().tp));
-    }
-    for (std::size_t k = 0; cached && k < parts.size(); ++k)
-      mine.push_back(prefix(parts[k]) + global.name);
-  }
   std::vector<std::uint64_t> sums, stored;
   parallel::run_agreed(grid.comm(), [&] {
-    f.prefetch(mine);
+    std::vector<std::string> cached; // the datasets this rank reads through the page cache
+    for (std::size_t g = 0; g < whole.params.size(); ++g) {
+      bool all_direct = true;
+      for (const Holding& h : held_by_param[g]) {
+        const layers::ParamInfo& p = model.chunks()[h.chunk]->table().params[std::size_t(h.index)];
+        all_direct = all_direct && f.reads_directly(param_shard(p, grid.coords().tp));
+      }
+      for (std::size_t k = 0; !all_direct && k < parts.size(); ++k)
+        cached.push_back(prefix(parts[k]) + whole.params[g].name);
+    }
+    f.prefetch(cached);
     for (std::size_t g = 0; g < whole.params.size(); ++g) {
       const layers::ParamInfo& global = whole.params[g];
       const std::vector<Holding>& held = held_by_param[g];

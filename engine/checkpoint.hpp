@@ -46,7 +46,7 @@ WriteStats write_model_file(const std::string& path, const PipelineModel& model,
 // as weights); for comparing layouts and for analysis. Under ZeRO-1 they are gathered over dp.
 WriteStats write_gradient_file(const std::string& path, const PipelineModel& model, GradSync& sync,
                                const CheckpointMeta& meta, const layers::ModelConfig& config,
-                               const parallel::Grid& grid);
+                               const parallel::Grid& grid, bool direct_io = true);
 
 // Collective over the grid: the root attributes of `path`, checked as read_model_file checks
 // them (format, version, model shape, moments when `want_optimizer`), without reading a tensor.

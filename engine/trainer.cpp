@@ -342,7 +342,8 @@ private:
 
   void write_gradients(int step) {
     write_at(step + 1, [&] {
-      write_gradient_file(plan_.gradients_path, model_, grad_sync_, meta_, config_.model, grid_);
+      write_gradient_file(plan_.gradients_path, model_, grad_sync_, meta_, config_.model, grid_,
+                          config_.checkpoint.direct_io);
     });
     report_.wrote("gradients", plan_.gradients_path);
   }

@@ -16,8 +16,8 @@
 namespace gridlm::io {
 namespace {
 
-std::uint64_t round_down(std::uint64_t x) { return x / DirectFile::block * DirectFile::block; }
-std::uint64_t round_up(std::uint64_t x) { return round_down(x + DirectFile::block - 1); }
+std::uint64_t round_down(std::uint64_t x) { return x / DirectFile::block() * DirectFile::block(); }
+std::uint64_t round_up(std::uint64_t x) { return round_down(x + DirectFile::block() - 1); }
 
 // pwrite until all is written; the errno of a failure, else 0. `written` says how far it got.
 int write_all(int fd, const unsigned char* data, std::uint64_t size, std::uint64_t offset,
@@ -30,7 +30,7 @@ int write_all(int fd, const unsigned char* data, std::uint64_t size, std::uint64
     if (n == 0) return EIO;
     written += std::uint64_t(n);
     // A direct write cut short off a block boundary cannot go on direct: the caller finishes it.
-    if (written < size && written % DirectFile::block != 0) return 0;
+    if (written < size && written % DirectFile::block() != 0) return 0;
   }
   return 0;
 }
@@ -45,7 +45,7 @@ int read_all(int fd, unsigned char* data, std::uint64_t size, std::uint64_t offs
     if (n < 0) return errno;
     if (n == 0) break;
     got += std::uint64_t(n);
-    if (got % DirectFile::block != 0) break; // a short read off a block boundary: the file's end
+    if (got % DirectFile::block() != 0) break; // a short read off a block boundary: the file's end
   }
   return 0;
 }
@@ -73,33 +73,31 @@ std::optional<FlatRun> contiguous_run(const std::vector<std::uint64_t>& start,
 
 void DirectFile::Free::operator()(unsigned char* p) const { std::free(p); }
 
+std::uint64_t DirectFile::block() {
+  static const std::uint64_t size =
+      std::max<std::uint64_t>(4096, static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+  return size;
+}
+
 std::unique_ptr<DirectFile> DirectFile::open(const std::string& path, Mode mode) {
   const int access = mode == Mode::write ? O_WRONLY : O_RDONLY;
   const int direct = ::open(path.c_str(), access | O_DIRECT | O_CLOEXEC);
-  if (direct < 0 && errno == EINVAL) return nullptr; // the file system has no direct I/O
-  if (direct < 0) {
-    throw Error(fmt::format("cannot open '{}' for {}: {}", path,
-                            mode == Mode::write ? "writing" : "reading", std::strerror(errno)));
-  }
+  if (direct < 0) return nullptr;
   const int buffered = ::open(path.c_str(), access | O_CLOEXEC);
-  if (buffered < 0) {
-    const int error = errno;
+  auto* staging = static_cast<unsigned char*>(std::aligned_alloc(block(), staging_bytes));
+  if (buffered < 0 || staging == nullptr) {
     ::close(direct);
-    throw Error(fmt::format("cannot open '{}': {}", path, std::strerror(error)));
+    if (buffered >= 0) ::close(buffered);
+    std::free(staging);
+    return nullptr;
   }
-  return std::unique_ptr<DirectFile>(new DirectFile(path, mode, direct, buffered));
+  return std::unique_ptr<DirectFile>(new DirectFile(path, mode, direct, buffered, staging));
 }
 
-DirectFile::DirectFile(std::string path, Mode mode, int direct_fd, int buffered_fd)
+DirectFile::DirectFile(std::string path, Mode mode, int direct_fd, int buffered_fd,
+                       unsigned char* staging)
     : path_(std::move(path)), mode_(mode), direct_fd_(direct_fd), buffered_fd_(buffered_fd),
-      staging_(static_cast<unsigned char*>(std::aligned_alloc(block, staging_bytes))) {
-  if (!staging_) {
-    ::close(direct_fd_);
-    ::close(buffered_fd_);
-    throw Error(fmt::format("cannot allocate {} MiB to stage direct I/O of '{}'",
-                            staging_bytes >> 20, path_));
-  }
-}
+      staging_(staging) {}
 
 DirectFile::~DirectFile() {
   ::close(direct_fd_);

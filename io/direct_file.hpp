@@ -28,18 +28,21 @@ std::optional<FlatRun> contiguous_run(const std::vector<std::uint64_t>& start,
 
 class DirectFile {
 public:
-  // O_DIRECT needs file offsets, sizes and memory aligned to the device's logical block: 512 or
-  // 4096 bytes; the larger serves both.
-  static constexpr std::uint64_t block = 4096;
-  // The staging buffer, the one copy of data a rank makes to write or read its shard directly.
+  // The unit of direct transfers. O_DIRECT needs file offsets, sizes and memory aligned to the
+  // device's logical block (512 or 4096 bytes); and a block must not share a page-cache page
+  // with a neighbour's partial block written through the cache, so it is at least a page (64 KiB
+  // on some arm64 and ppc64le kernels).
+  static std::uint64_t block();
+  // The staging buffer, the one copy of data a rank makes to write or read its shard directly
+  // (a multiple of any block).
   static constexpr std::uint64_t staging_bytes = std::uint64_t(8) << 20;
 
   enum class Mode { write, read };
   // Opens the existing file `path` for direct transfers, and a second descriptor through the
   // page cache for partial blocks and for file systems that take O_DIRECT at open but refuse
-  // the transfers. Returns nothing when the file system refuses O_DIRECT (the caller
-  // goes through the page cache instead); throws gridlm::Error naming the file for other
-  // failures.
+  // the transfers. Returns nothing when either cannot be opened (a file system without
+  // O_DIRECT, a missing file): the caller then goes through MPI-IO, which reports what is
+  // wrong with the file where it reports it for every other transfer.
   static std::unique_ptr<DirectFile> open(const std::string& path, Mode mode);
   ~DirectFile();
   DirectFile(const DirectFile&) = delete;
@@ -56,11 +59,12 @@ public:
   // What was written reaches the storage (fdatasync).
   void sync();
 
-  // Bytes that went direct, not through the page cache.
+  // Bytes that went direct, not through the page cache (for reads, the whole blocks around the
+  // runs asked for).
   std::uint64_t direct_bytes() const { return direct_bytes_; }
 
 private:
-  DirectFile(std::string path, Mode mode, int direct_fd, int buffered_fd);
+  DirectFile(std::string path, Mode mode, int direct_fd, int buffered_fd, unsigned char* staging);
   void write_buffered(std::uint64_t offset, const unsigned char* data, std::uint64_t size);
   [[noreturn]] void fail(const char* what, std::uint64_t offset, std::uint64_t size, int error);
 
@@ -72,7 +76,7 @@ private:
   struct Free {
     void operator()(unsigned char* p) const;
   };
-  std::unique_ptr<unsigned char, Free> staging_; // staging_bytes, aligned to `block`
+  std::unique_ptr<unsigned char, Free> staging_; // staging_bytes, aligned to block()
   std::uint64_t direct_bytes_ = 0;
 };
 

@@ -15,6 +15,7 @@
 
 #include "io/h5_check.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/mpi_check.hpp"
 
 namespace gridlm::io {
 namespace {
@@ -55,7 +56,15 @@ struct H5Types<std::uint64_t> {
 
 H5Handle mpio_access(MPI_Comm comm) {
   H5Handle fapl(GRIDLM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
-  GRIDLM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL));
+  // No data sieving for writes (ROMIO): a sieved write reads the span around a rank's pieces and
+  // writes it back, which would put back stale bytes of another rank's direct run (DirectFile)
+  // written in between. Every piece goes as its own write instead.
+  MPI_Info info = MPI_INFO_NULL;
+  GRIDLM_MPI_CHECK(MPI_Info_create(&info));
+  GRIDLM_MPI_CHECK(MPI_Info_set(info, "romio_ds_write", "disable"));
+  const herr_t set = H5Pset_fapl_mpio(fapl.get(), comm, info); // HDF5 keeps a copy
+  GRIDLM_MPI_CHECK(MPI_Info_free(&info));
+  GRIDLM_H5_CHECK(set);
   return fapl;
 }
 
@@ -447,7 +456,9 @@ void ParallelFile::write_shard(const std::string& name, const TensorShard& shard
   H5Handle dset(GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<float>::file(),
                                            file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT)));
   const haddr_t at = H5Dget_offset(dset.get());
-  const Split split = split_boxes(shard, at != HADDR_UNDEF && direct() != nullptr, at);
+  const bool direct_ok =
+      transfer == Transfer::independent && at != HADDR_UNDEF && direct() != nullptr;
+  const Split split = split_boxes(shard, direct_ok, at);
   H5Handle mem_space = selection(shard.local_shape, split.memory);
   file_space = selection(shard.global_shape, split.file);
   H5Handle dxpl = transfer_list(transfer);
@@ -526,7 +537,8 @@ void ParallelFile::read_shard(const std::string& name, const TensorShard& shard,
   H5Handle type(GRIDLM_H5_CHECK(H5Dget_type(dset.get())));
   const haddr_t at = H5Dget_offset(dset.get());
   const bool plain = at != HADDR_UNDEF && H5Tequal(type.get(), H5Types<float>::file()) > 0;
-  const Split split = split_boxes(shard, plain && direct() != nullptr, at);
+  const Split split =
+      split_boxes(shard, transfer == Transfer::independent && plain && direct() != nullptr, at);
   H5Handle file_space = selection(shard.global_shape, split.file);
   H5Handle mem_space = selection(shard.local_shape, split.memory);
   H5Handle dxpl = transfer_list(transfer);
@@ -537,8 +549,15 @@ void ParallelFile::read_shard(const std::string& name, const TensorShard& shard,
 }
 
 void ParallelFile::flush() {
-  if (direct_) direct_->sync();
+  // HDF5's flush is collective: a rank whose own sync failed still takes part, then reports.
+  std::string failed;
+  try {
+    if (direct_) direct_->sync();
+  } catch (const Error& e) {
+    failed = e.what();
+  }
   GRIDLM_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL));
+  if (!failed.empty()) throw Error(failed);
 }
 
 bool ParallelFile::has_object(const std::string& name) const {

@@ -122,14 +122,17 @@ public:
   // checksums go on.
   void prefetch(const std::vector<std::string>& names) const;
 
-  // Whether write_shard and read_shard move large contiguous boxes with O_DIRECT (on by
-  // default; the page cache serves the rest, and all of it on a file system without O_DIRECT).
+  // Whether independent write_shard and read_shard transfers move large contiguous boxes with
+  // O_DIRECT (on by default; MPI-IO and the page cache serve the rest, and all of it on a file
+  // system without O_DIRECT). Collective transfers never go direct: MPI-IO's aggregators read
+  // and write back the gaps between the pieces they are given, which would be direct runs.
   void set_direct_io(bool on) { direct_io_ = on; }
   // The smallest box that goes direct: HDF5 aligns datasets of this size to 1 MiB (create()),
-  // so that a rank's run in one starts on a block of its own; smaller ones are not worth a
+  // so that the first rank's run in one starts on a block; smaller ones are not worth a
   // transfer of their own.
   static constexpr std::uint64_t direct_min_bytes = std::uint64_t(1) << 20;
-  // Whether read_shard reads every box of `shard` direct: what prefetch() need not be told.
+  // Whether an independent read_shard reads every box of `shard` direct: what prefetch() need
+  // not be told.
   bool reads_directly(const TensorShard& shard) const;
   // Bytes this rank has moved with O_DIRECT through this file.
   std::uint64_t direct_bytes() const { return direct_ ? direct_->direct_bytes() : 0; }
