@@ -47,6 +47,7 @@ settle() {
 py() { python3 -c "import statistics as s; print($1)"; }
 mibs() { py "f'{$1 / max($2, 1e-4) / 2**20:.0f}'"; }
 median() { py "s.median([$(tr ' ' ',' <<<"$*")])"; }
+ratio() { py "f'{$1 / max($2, 1):.2f}'"; }
 echo "checkpoint_io: commit $(git rev-parse --short HEAD), $(df -h --output=source,fstype "$work" | tail -n1), gridlm options '${GRIDLM_ARGS:-}'," \
   "page cache dropped before each operation: $drops, settle ${settle_s} s, median of $rounds rounds"
 printf '| model | ranks | size | write s | write MiB/s | dd write MiB/s | ratio | dd direct write MiB/s | ratio | read s | read MiB/s | dd read MiB/s | ratio | dd direct read MiB/s | ratio |\n'
@@ -86,7 +87,6 @@ for model in ${MODELS:-small 124m tiny}; do
     w=$(mibs "$bytes" "$write_s") r=$(mibs "$bytes" "$read_s")
     dw=$(mibs "$dd_bytes" "$(median "${dd_writes[*]}")") dr=$(mibs "$dd_bytes" "$(median "${dd_reads[*]}")")
     xw=$(mibs "$dd_bytes" "$(median "${dio_writes[*]}")") xr=$(mibs "$dd_bytes" "$(median "${dio_reads[*]}")")
-    ratio() { py "f'{$1 / max($2, 1):.2f}'"; }
     printf '| %s | %d | %s MiB | %.2f | %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s |\n' "$model" "$n" \
       "$(py "f'{$bytes / 2**20:.1f}'")" "$write_s" "$w" "$dw" "$(ratio "$w" "$dw")" "$xw" "$(ratio "$w" "$xw")" \
       "$read_s" "$r" "$dr" "$(ratio "$r" "$dr")" "$xr" "$(ratio "$r" "$xr")"

@@ -349,40 +349,42 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
   parallel::run_agreed(grid.comm(),
                        [&] { meta = read_header(f, path, config, optimizer != nullptr); });
   const layers::ParamTable whole = layers::make_param_table(config);
-  std::vector<std::vector<Holding>> held_by_param;
   std::vector<std::string> names;
-  for (const layers::ParamInfo& global : whole.params)
-    held_by_param.push_back(holdings(model, global.name, grid));
   std::vector<std::uint64_t> sums, stored;
   parallel::run_agreed(grid.comm(), [&] {
-    std::vector<std::string> cached; // the datasets this rank reads through the page cache
-    for (std::size_t g = 0; g < whole.params.size(); ++g) {
-      bool all_direct = true;
-      for (const Holding& h : held_by_param[g]) {
-        const layers::ParamInfo& p = model.chunks()[h.chunk]->table().params[std::size_t(h.index)];
-        all_direct = all_direct && f.reads_directly(param_shard(p, grid.coords().tp));
-      }
-      for (std::size_t k = 0; !all_direct && k < parts.size(); ++k)
-        cached.push_back(prefix(parts[k]) + whole.params[g].name);
-    }
-    f.prefetch(cached);
-    for (std::size_t g = 0; g < whole.params.size(); ++g) {
-      const layers::ParamInfo& global = whole.params[g];
-      const std::vector<Holding>& held = held_by_param[g];
+    // Every read this rank makes, in the order of the file's table: (dataset, shard) for the
+    // read-ahead hint; the part, holding and parameter for the read itself.
+    std::vector<std::pair<std::string, io::TensorShard>> reads;
+    struct Target {
+      std::size_t part;
+      Holding holding;
+      const layers::ParamInfo* param;
+    };
+    std::vector<Target> targets;
+    for (const layers::ParamInfo& global : whole.params) {
+      const std::vector<Holding> held = holdings(model, global.name, grid);
       for (std::size_t k = 0; k < parts.size(); ++k) {
         names.push_back(prefix(parts[k]) + global.name);
-        std::uint64_t sum = 0;
         for (const Holding& h : held) {
           const layers::ParamInfo& p =
               model.chunks()[h.chunk]->table().params[std::size_t(h.index)];
-          const io::TensorShard shard = param_shard(p, grid.coords().tp);
-          Span<float> out(host[k][h.chunk].data() + p.offset, p.size);
-          f.read_shard(names.back(), shard, out, io::Transfer::independent);
-          if (h.writes) sum = io::shard_checksum(shard, out);
+          reads.emplace_back(names.back(), param_shard(p, grid.coords().tp));
+          targets.push_back({k, h, &p});
         }
-        sums.push_back(sum);
       }
     }
+    f.prefetch(reads);
+    // Each dataset's checksum part comes from the holding that writes it (0 when none does).
+    std::map<std::string, std::uint64_t> mine;
+    for (std::size_t i = 0; i < reads.size(); ++i) {
+      const auto& [name, shard] = reads[i];
+      const Target& t = targets[i];
+      Span<float> out(host[t.part][t.holding.chunk].data() + t.param->offset, t.param->size);
+      f.read_shard(name, shard, out, io::Transfer::independent);
+      if (t.holding.writes) mine[name] = io::shard_checksum(shard, out);
+    }
+    for (const std::string& name : names)
+      sums.push_back(mine.count(name) != 0 ? mine[name] : 0);
   });
   sum_over_grid(sums, grid);
   parallel::run_agreed(grid.comm(), [&] {

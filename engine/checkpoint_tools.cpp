@@ -47,10 +47,10 @@ FileSummary summarize_model_file(const std::string& path) {
   s.bytes = std::filesystem::file_size(path, ec);
   std::vector<float> data;
   const ChecksumTable table = read_checksums(f);
-  std::vector<std::string> names;
+  std::vector<std::pair<std::string, io::TensorShard>> reads;
   for (const auto& entry : table)
-    names.push_back(entry.first);
-  f.prefetch(names);
+    reads.emplace_back(entry.first, whole(f.shape(entry.first)));
+  f.prefetch(reads);
   for (const auto& [name, stored] : table) {
     TensorSummary t;
     t.name = name;

@@ -454,6 +454,14 @@ void ParallelFile::prefetch(const std::vector<std::string>& names) const {
   ::close(fd);
 }
 
+void ParallelFile::prefetch(const std::vector<std::pair<std::string, TensorShard>>& reads) const {
+  std::vector<std::string> cached;
+  for (const auto& [name, shard] : reads) {
+    if (!reads_directly(shard)) cached.push_back(name);
+  }
+  prefetch(cached);
+}
+
 bool ParallelFile::reads_directly(const TensorShard& shard) const {
   return direct() != nullptr && split_boxes(shard, true, 0).file.empty();
 }

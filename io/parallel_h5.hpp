@@ -121,6 +121,10 @@ public:
   // depth of one; the hint lets the disk stream the whole shard while the reads and their
   // checksums go on.
   void prefetch(const std::vector<std::string>& names) const;
+  // The same for independent read_shard calls about to be made, (dataset, shard) each: the
+  // datasets whose shard goes direct are left out, since a direct read does not look in the
+  // page cache the hint would fill (the disk would read them twice).
+  void prefetch(const std::vector<std::pair<std::string, TensorShard>>& reads) const;
 
   // Whether independent write_shard and read_shard transfers move large contiguous boxes with
   // O_DIRECT (on by default; MPI-IO and the page cache serve the rest, and all of it on a file
@@ -131,8 +135,7 @@ public:
   // so that the first rank's run in one starts on a block; smaller ones are not worth a
   // transfer of their own.
   static constexpr std::uint64_t direct_min_bytes = std::uint64_t(1) << 20;
-  // Whether an independent read_shard reads every box of `shard` direct: what prefetch() need
-  // not be told.
+  // Whether an independent read_shard reads every box of `shard` direct.
   bool reads_directly(const TensorShard& shard) const;
   // Bytes this rank has moved with O_DIRECT through this file.
   std::uint64_t direct_bytes() const { return direct_ ? direct_->direct_bytes() : 0; }
