@@ -14,6 +14,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/grid.hpp"
+#include "parallel/wait_policy.hpp"
 #include "parallel/watchdog.hpp"
 
 namespace gridlm::app {
@@ -47,6 +48,7 @@ void run(const TrainCommand& cmd) {
     config.checkpoint.dir = expand_job_id(config.checkpoint.dir);
     validate(config);
   });
+  parallel::choose_wait_policy(config.parallel.wait, parallel::node_cores(MPI_COMM_WORLD));
   const engine::AutoLayout planned = engine::plan_auto_layout(config, MPI_COMM_WORLD);
   config = planned.config;
   if (!planned.report.empty() && parallel::comm_rank(MPI_COMM_WORLD) == 0) {

@@ -129,6 +129,11 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "recent operations to output.dir/hang/, the likely culprit is named, the job ends with "
        "status 76 (0: no watchdog)",
        &c.parallel.timeout_seconds},
+      {"parallel", "wait",
+       "how a rank waits for communication: spin (MPI's busy polling, fastest with a core per "
+       "rank), yield (poll, then give the core up between polls) or auto (yield when a node runs "
+       "more ranks than it has cores)",
+       &c.parallel.wait},
       {"output", "dir",
        "directory for metrics and weights (created if missing); {job_id} is the Slurm job's id",
        &c.output.dir},
@@ -412,6 +417,10 @@ void validate(const RunConfig& c) {
            c.parallel.backend == "mpi-staged" || c.parallel.backend == "nccl",
        fmt::format("parallel.backend = \"{}\": the backends are auto, mpi, mpi-staged and nccl",
                    c.parallel.backend));
+  need(c.parallel.wait == "auto" || c.parallel.wait == "spin" || c.parallel.wait == "yield",
+       fmt::format("parallel.wait = \"{}\": the choices are auto (yield when a node runs more "
+                   "ranks than it has cores), spin and yield",
+                   c.parallel.wait));
   need(c.parallel.chunks >= 1, "parallel.chunks must be positive");
   need(c.parallel.zero == 0 || c.parallel.zero == 1,
        fmt::format("parallel.zero = {}: the ZeRO stages are 0 (off) and 1 (sharded optimizer "

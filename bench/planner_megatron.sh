@@ -3,7 +3,8 @@
 # the per-GPU throughput Megatron-LM published for its weak-scaling runs (bench/megatron_table1.tsv,
 # 1.7 B to 1 T parameters on 32 to 3072 GPUs). Per row: the planner prices the published layout
 # (dp = GPUs / (tp pp), the best micro-batch size up to MAX_B and schedule for it) with activation
-# recomputation as the paper ran, and searches every layout for its own pick. Throughput is
+# recomputation as the paper ran, and searches every layout for its own pick, in bf16 (the machine
+# file's bf16 GEMM curve: Megatron ran fp16 mixed precision on the same tensor cores). Throughput is
 # counted as the paper counts it: 96 B s l h^2 (1 + s / 6h + V / 16lh) FLOPs per step (recomputation
 # included) over the predicted step time and the GPUs.
 #   bash bench/planner_megatron.sh [MACHINE_FILE]   (default bench/machines/dgx-a100.json)
@@ -22,7 +23,7 @@ echo "| parameters | GPUs | published layout (dp x pp x tp) | published TFLOP/s 
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 grep -v '^#' bench/megatron_table1.tsv | while IFS=$'\t' read -r params heads hidden layers tp pp gpus batch published; do
   dp=$((gpus / (tp * pp)))
-  printf '[model]\nvocab_size = 51200\nseq_len = 2048\nn_layer = %s\nn_head = %s\nd_model = %s\n[train]\nmicro_batch = 1\ngrad_accum = 1\n' \
+  printf '[model]\nvocab_size = 51200\nseq_len = 2048\nn_layer = %s\nn_head = %s\nd_model = %s\n[train]\nmicro_batch = 1\ngrad_accum = 1\nprecision = "bf16"\n' \
     "$layers" "$heads" "$hidden" >"$out/m.toml"
   common=(plan --auto --ranks "$gpus" --config "$out/m.toml" --machine "$machine"
     --global-batch "$batch" --recompute --max-micro-batch "$max_b")

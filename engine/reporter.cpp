@@ -16,6 +16,7 @@
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/stage_layout.hpp"
+#include "parallel/wait_policy.hpp"
 
 namespace gridlm::engine {
 namespace {
@@ -69,7 +70,8 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
       plan_.pipeline.transfers_note.empty()
           ? std::string()
           : " (stage transfers over MPI: " + plan_.pipeline.transfers_note + ")";
-  std::printf("communication: %s%s\n", plan_.backend.c_str(), note.c_str());
+  std::printf("communication: %s%s; %s\n", plan_.backend.c_str(), note.c_str(),
+              parallel::describe_wait_policy().c_str());
   std::printf("precision: %s\n",
               tc.precision == "bf16"
                   ? "bf16 (matrix products read bf16 operands and accumulate in fp32; weights, "

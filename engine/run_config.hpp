@@ -52,6 +52,7 @@ struct ParallelConfig {
   double grad_bucket_mb = 4.0; // dp gradient buckets (MiB), reduced during the backward (0: after)
   int zero = 0;                // ZeRO stage: 0 (every replica all optimizer state) or 1 (1/dp each)
   double timeout_seconds = 600; // a wait this long in one operation is a hang (0: no watchdog)
+  std::string wait = "auto";    // waiting ranks: spin, yield, or auto (yield if oversubscribed)
 };
 
 struct OutputConfig {

@@ -9,6 +9,7 @@
 #include "parallel/diagnostics.hpp"
 #include "parallel/flight_recorder.hpp"
 #include "parallel/mpi_check.hpp"
+#include "parallel/wait_policy.hpp"
 
 namespace gridlm::parallel {
 namespace {
@@ -34,7 +35,13 @@ void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
   int failures = 0;
   {
     const flight::BlockingScope recorded("all_reduce (error agreement)", "comm", sizeof(int));
-    GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm));
+    if (wait_policy() == WaitPolicy::spin) {
+      GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm));
+    } else {
+      MPI_Request request = MPI_REQUEST_NULL;
+      GRIDLM_MPI_CHECK(MPI_Iallreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm, &request));
+      complete(request);
+    }
   }
   if (failures == 0) return;
 

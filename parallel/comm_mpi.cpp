@@ -1,4 +1,5 @@
-// MPI backend: every operation is posted non-blocking; Request::wait() completes it.
+// MPI backend. Blocking forms call MPI's blocking operations (their algorithms are faster on
+// small messages) unless ranks yield their cores while they wait (parallel/wait_policy).
 #include "parallel/comm_mpi.hpp"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "parallel/mpi_check.hpp"
+#include "parallel/wait_policy.hpp"
 
 #if defined(OPEN_MPI) && __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>
@@ -21,7 +23,7 @@ class MpiRequest final : public Request::Impl {
 public:
   MpiRequest() = default;
   MPI_Request* handle() { return &request_; }
-  void wait() override { GRIDLM_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+  void wait() override { complete(request_); }
   bool test() override {
     int done = 0;
     GRIDLM_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
@@ -74,6 +76,14 @@ int mpi_count(std::size_t count, const char* op) {
                             op, count, where()));
   }
   return static_cast<int>(count);
+}
+
+// A blocking operation under the yield policy is posted non-blocking and completed here, so that
+// the wait yields the core (MPI's blocking calls spin).
+Request finish(std::unique_ptr<MpiRequest> req, bool blocking) {
+  if (!blocking) return Request(std::move(req));
+  complete(*req->handle());
+  return Request();
 }
 
 } // namespace
@@ -131,20 +141,20 @@ Request MpiComm::start_all_reduce(const void* in, void* out, std::size_t count, 
                                   ReduceOp op, Mode mode) {
   const void* send = in == out ? MPI_IN_PLACE : in;
   const int n = mpi_count(count, "all_reduce");
-  if (mode == Mode::blocking) {
+  if (mode == Mode::blocking && wait_policy() == WaitPolicy::spin) {
     GRIDLM_MPI_CHECK(MPI_Allreduce(send, out, n, mpi_datatype(type), mpi_op(op, type), *comm_));
     return Request();
   }
   auto req = std::make_unique<MpiRequest>();
   GRIDLM_MPI_CHECK(
       MPI_Iallreduce(send, out, n, mpi_datatype(type), mpi_op(op, type), *comm_, req->handle()));
-  return Request(std::move(req));
+  return finish(std::move(req), mode == Mode::blocking);
 }
 
 Request MpiComm::start_reduce_scatter(const void* in, void* out, std::size_t count_per_rank,
                                       DType type, ReduceOp op, Mode mode) {
   const int n = mpi_count(count_per_rank, "reduce_scatter");
-  if (mode == Mode::blocking) {
+  if (mode == Mode::blocking && wait_policy() == WaitPolicy::spin) {
     GRIDLM_MPI_CHECK(
         MPI_Reduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op, type), *comm_));
     return Request();
@@ -152,55 +162,55 @@ Request MpiComm::start_reduce_scatter(const void* in, void* out, std::size_t cou
   auto req = std::make_unique<MpiRequest>();
   GRIDLM_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op, type),
                                              *comm_, req->handle()));
-  return Request(std::move(req));
+  return finish(std::move(req), mode == Mode::blocking);
 }
 
 Request MpiComm::start_all_gather(const void* in, void* out, std::size_t count_per_rank, DType type,
                                   Mode mode) {
   const int n = mpi_count(count_per_rank, "all_gather");
   const MPI_Datatype t = mpi_datatype(type);
-  if (mode == Mode::blocking) {
+  if (mode == Mode::blocking && wait_policy() == WaitPolicy::spin) {
     GRIDLM_MPI_CHECK(MPI_Allgather(in, n, t, out, n, t, *comm_));
     return Request();
   }
   auto req = std::make_unique<MpiRequest>();
   GRIDLM_MPI_CHECK(MPI_Iallgather(in, n, t, out, n, t, *comm_, req->handle()));
-  return Request(std::move(req));
+  return finish(std::move(req), mode == Mode::blocking);
 }
 
 Request MpiComm::start_broadcast(void* data, std::size_t count, DType type, int root, Mode mode) {
   const int n = mpi_count(count, "broadcast");
-  if (mode == Mode::blocking) {
+  if (mode == Mode::blocking && wait_policy() == WaitPolicy::spin) {
     GRIDLM_MPI_CHECK(MPI_Bcast(data, n, mpi_datatype(type), root, *comm_));
     return Request();
   }
   auto req = std::make_unique<MpiRequest>();
   GRIDLM_MPI_CHECK(MPI_Ibcast(data, n, mpi_datatype(type), root, *comm_, req->handle()));
-  return Request(std::move(req));
+  return finish(std::move(req), mode == Mode::blocking);
 }
 
 Request MpiComm::start_send(const void* data, std::size_t count, DType type, int peer, int tag,
                             Mode mode) {
   const int n = mpi_count(count, "send");
-  if (mode == Mode::blocking) {
+  if (mode == Mode::blocking && wait_policy() == WaitPolicy::spin) {
     GRIDLM_MPI_CHECK(MPI_Send(data, n, mpi_datatype(type), peer, tag, *comm_));
     return Request();
   }
   auto req = std::make_unique<MpiRequest>();
   GRIDLM_MPI_CHECK(MPI_Isend(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
-  return Request(std::move(req));
+  return finish(std::move(req), mode == Mode::blocking);
 }
 
 Request MpiComm::start_recv(void* data, std::size_t count, DType type, int peer, int tag,
                             Mode mode) {
   const int n = mpi_count(count, "recv");
-  if (mode == Mode::blocking) {
+  if (mode == Mode::blocking && wait_policy() == WaitPolicy::spin) {
     GRIDLM_MPI_CHECK(MPI_Recv(data, n, mpi_datatype(type), peer, tag, *comm_, MPI_STATUS_IGNORE));
     return Request();
   }
   auto req = std::make_unique<MpiRequest>();
   GRIDLM_MPI_CHECK(MPI_Irecv(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
-  return Request(std::move(req));
+  return finish(std::move(req), mode == Mode::blocking);
 }
 
 bool mpi_reads_cuda_memory() {

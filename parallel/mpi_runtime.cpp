@@ -22,6 +22,10 @@ MpiRuntime::MpiRuntime(int& argc, char**& argv) {
   GRIDLM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   GRIDLM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   GRIDLM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  // Every program (tests included) waits politely on an oversubscribed node from its first
+  // collective; parallel.wait may change this once a configuration is read.
+  node_ = node_cores(MPI_COMM_WORLD);
+  choose_wait_policy("auto", node_);
 }
 
 MpiRuntime::~MpiRuntime() {

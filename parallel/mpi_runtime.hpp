@@ -1,6 +1,9 @@
 // MpiRuntime: MPI_Init_thread (MPI_THREAD_FUNNELED) on construction, MPI_Finalize on destruction.
-// Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so that failures reach GRIDLM_MPI_CHECK with context.
+// Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so that failures reach GRIDLM_MPI_CHECK with context,
+// and the wait policy for the node (parallel.wait = "auto").
 #pragma once
+
+#include "parallel/wait_policy.hpp"
 
 namespace gridlm::parallel {
 
@@ -15,11 +18,14 @@ public:
   int size() const { return size_; }
   // MPI_THREAD_* level the library granted.
   int thread_level() const { return thread_level_; }
+  // This rank's node: its ranks and cores.
+  const NodeCores& node() const { return node_; }
 
 private:
   int rank_ = 0;
   int size_ = 1;
   int thread_level_ = 0;
+  NodeCores node_;
 };
 
 // "MPICH Version: 4.0.2 ..." first line of MPI_Get_library_version.

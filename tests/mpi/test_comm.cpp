@@ -3,6 +3,7 @@
 // collectives on each axis of a grid. Runs at 1, 2, 4 and 8 ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "parallel/comm_staged.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/grid.hpp"
+#include "parallel/wait_policy.hpp"
 #include "tests/test_util.hpp"
 
 using namespace gridlm;
@@ -39,20 +41,35 @@ std::unique_ptr<Comm> staged(const std::shared_ptr<Copied>& copied) {
                                       std::move(copies));
 }
 
-// Every test below runs on MpiComm and on StagedComm over it ("mpi-staged"): the staged path
-// must give the same results for every operation, blocking or not.
-class AnyComm : public testing::TestWithParam<std::string> {
+// Every test below runs on MpiComm and on StagedComm over it ("mpi-staged"), with ranks that
+// spin in MPI's waits and with ranks that yield their cores (blocking operations then go
+// non-blocking and wait in parallel::complete): every path must give the same results for every
+// operation, blocking or not.
+class AnyComm : public testing::TestWithParam<std::tuple<std::string, WaitPolicy>> {
 protected:
+  void SetUp() override { set_wait_policy(std::get<1>(GetParam())); }
+  void TearDown() override { set_wait_policy(saved_); }
   std::unique_ptr<Comm> make() {
-    if (GetParam() == "mpi") return std::make_unique<MpiComm>(borrow_comm(MPI_COMM_WORLD));
+    if (std::get<0>(GetParam()) == "mpi") {
+      return std::make_unique<MpiComm>(borrow_comm(MPI_COMM_WORLD));
+    }
     return staged(copied_);
   }
   std::shared_ptr<Copied> copied_ = std::make_shared<Copied>();
+  WaitPolicy saved_ = wait_policy();
 };
 
 } // namespace
 
-INSTANTIATE_TEST_SUITE_P(Backends, AnyComm, testing::Values("mpi", "mpi-staged"));
+INSTANTIATE_TEST_SUITE_P(Backends, AnyComm,
+                         testing::Combine(testing::Values("mpi", "mpi-staged"),
+                                          testing::Values(WaitPolicy::spin, WaitPolicy::yield)),
+                         [](const auto& param_info) {
+                           std::string name = std::get<0>(param_info.param) + "_" +
+                                              to_string(std::get<1>(param_info.param));
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(MpiComm, RankAndSizeMatchMpi) {
   MpiComm c = world_comm();
