@@ -16,6 +16,7 @@
 #include "engine/profiler.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/wait_policy.hpp"
 
 namespace gridlm::app {
 namespace {
@@ -33,8 +34,10 @@ void run(const ProfileCommand& cmd) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   engine::ProfileRequest req;
+  std::string wait;
   parallel::run_agreed(MPI_COMM_WORLD, [&] {
     const engine::RunConfig config = read_run_config(cmd.config_path, cmd.sets);
+    wait = config.parallel.wait;
     req.model = config.model;
     req.precision = config.train.precision;
     // Before minutes of measuring: the file can be written.
@@ -48,6 +51,8 @@ void run(const ProfileCommand& cmd) {
       std::remove(probe.c_str());
     }
   });
+  // Ops are timed waiting as the runs they price will wait.
+  parallel::set_job_wait_policy(wait, MPI_COMM_WORLD);
   req.tp = cmd.tp;
   req.micro_batches = cmd.micro_batches;
   req.repeats = cmd.repeats;

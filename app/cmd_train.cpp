@@ -48,7 +48,7 @@ void run(const TrainCommand& cmd) {
     config.checkpoint.dir = expand_job_id(config.checkpoint.dir);
     validate(config);
   });
-  parallel::choose_wait_policy(config.parallel.wait, parallel::node_cores(MPI_COMM_WORLD));
+  parallel::set_job_wait_policy(config.parallel.wait, MPI_COMM_WORLD);
   const engine::AutoLayout planned = engine::plan_auto_layout(config, MPI_COMM_WORLD);
   config = planned.config;
   if (!planned.report.empty() && parallel::comm_rank(MPI_COMM_WORLD) == 0) {

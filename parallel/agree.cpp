@@ -40,7 +40,7 @@ void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
     } else {
       MPI_Request request = MPI_REQUEST_NULL;
       GRIDLM_MPI_CHECK(MPI_Iallreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm, &request));
-      complete(request);
+      complete(request, "MPI_Iallreduce (error agreement)");
     }
   }
   if (failures == 0) return;

@@ -21,9 +21,9 @@ namespace {
 
 class MpiRequest final : public Request::Impl {
 public:
-  MpiRequest() = default;
+  explicit MpiRequest(const char* what) : what_(what) {}
   MPI_Request* handle() { return &request_; }
-  void wait() override { complete(request_); }
+  void wait() override { complete(request_, what_); }
   bool test() override {
     int done = 0;
     GRIDLM_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
@@ -32,6 +32,7 @@ public:
 
 private:
   MPI_Request request_ = MPI_REQUEST_NULL;
+  const char* what_; // the MPI call that posted it, for errors
 };
 
 // MPICH 4.0 (Debian 12's) compares MPI_UINT64_T as signed in MPI_MAX and MPI_MIN, so values
@@ -82,7 +83,7 @@ int mpi_count(std::size_t count, const char* op) {
 // the wait yields the core (MPI's blocking calls spin).
 Request finish(std::unique_ptr<MpiRequest> req, bool blocking) {
   if (!blocking) return Request(std::move(req));
-  complete(*req->handle());
+  req->wait();
   return Request();
 }
 
@@ -145,7 +146,7 @@ Request MpiComm::start_all_reduce(const void* in, void* out, std::size_t count, 
     GRIDLM_MPI_CHECK(MPI_Allreduce(send, out, n, mpi_datatype(type), mpi_op(op, type), *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>();
+  auto req = std::make_unique<MpiRequest>("MPI_Iallreduce");
   GRIDLM_MPI_CHECK(
       MPI_Iallreduce(send, out, n, mpi_datatype(type), mpi_op(op, type), *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
@@ -159,7 +160,7 @@ Request MpiComm::start_reduce_scatter(const void* in, void* out, std::size_t cou
         MPI_Reduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op, type), *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>();
+  auto req = std::make_unique<MpiRequest>("MPI_Ireduce_scatter_block");
   GRIDLM_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op, type),
                                              *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
@@ -173,7 +174,7 @@ Request MpiComm::start_all_gather(const void* in, void* out, std::size_t count_p
     GRIDLM_MPI_CHECK(MPI_Allgather(in, n, t, out, n, t, *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>();
+  auto req = std::make_unique<MpiRequest>("MPI_Iallgather");
   GRIDLM_MPI_CHECK(MPI_Iallgather(in, n, t, out, n, t, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }
@@ -184,7 +185,7 @@ Request MpiComm::start_broadcast(void* data, std::size_t count, DType type, int 
     GRIDLM_MPI_CHECK(MPI_Bcast(data, n, mpi_datatype(type), root, *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>();
+  auto req = std::make_unique<MpiRequest>("MPI_Ibcast");
   GRIDLM_MPI_CHECK(MPI_Ibcast(data, n, mpi_datatype(type), root, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }
@@ -196,7 +197,7 @@ Request MpiComm::start_send(const void* data, std::size_t count, DType type, int
     GRIDLM_MPI_CHECK(MPI_Send(data, n, mpi_datatype(type), peer, tag, *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>();
+  auto req = std::make_unique<MpiRequest>("MPI_Isend");
   GRIDLM_MPI_CHECK(MPI_Isend(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }
@@ -208,7 +209,7 @@ Request MpiComm::start_recv(void* data, std::size_t count, DType type, int peer,
     GRIDLM_MPI_CHECK(MPI_Recv(data, n, mpi_datatype(type), peer, tag, *comm_, MPI_STATUS_IGNORE));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>();
+  auto req = std::make_unique<MpiRequest>("MPI_Irecv");
   GRIDLM_MPI_CHECK(MPI_Irecv(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "parallel/mpi_check.hpp"
+#include "parallel/wait_policy.hpp"
 
 namespace gridlm::parallel {
 
@@ -24,8 +25,7 @@ MpiRuntime::MpiRuntime(int& argc, char**& argv) {
   GRIDLM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
   // Every program (tests included) waits politely on an oversubscribed node from its first
   // collective; parallel.wait may change this once a configuration is read.
-  node_ = node_cores(MPI_COMM_WORLD);
-  choose_wait_policy("auto", node_);
+  set_job_wait_policy("auto", MPI_COMM_WORLD);
 }
 
 MpiRuntime::~MpiRuntime() {

@@ -3,8 +3,6 @@
 // and the wait policy for the node (parallel.wait = "auto").
 #pragma once
 
-#include "parallel/wait_policy.hpp"
-
 namespace gridlm::parallel {
 
 class MpiRuntime {
@@ -18,14 +16,11 @@ public:
   int size() const { return size_; }
   // MPI_THREAD_* level the library granted.
   int thread_level() const { return thread_level_; }
-  // This rank's node: its ranks and cores.
-  const NodeCores& node() const { return node_; }
 
 private:
   int rank_ = 0;
   int size_ = 1;
   int thread_level_ = 0;
-  NodeCores node_;
 };
 
 // "MPICH Version: 4.0.2 ..." first line of MPI_Get_library_version.

@@ -13,7 +13,9 @@ namespace gridlm::parallel {
 namespace {
 
 std::atomic<WaitPolicy> policy{WaitPolicy::spin};
-std::string chosen_because = "parallel.wait not set"; // set with the policy, on the main thread
+// Set with the policy, on the main thread.
+std::string chosen_because = "parallel.wait not set";
+bool chosen_before_agreeing = false; // this rank's setting asked for spin, another's for yield
 
 } // namespace
 
@@ -32,44 +34,65 @@ NodeCores node_cores(MPI_Comm world) {
   cpu_set_t mine, all;
   CPU_ZERO(&mine);
   CPU_ZERO(&all);
-  // A process whose mask cannot be read counts as free to run anywhere: it cannot claim cores.
-  const bool known = sched_getaffinity(0, sizeof(mine), &mine) == 0;
-  const int known_here = known ? 1 : 0;
-  int known_everywhere = 0;
+  // A rank whose mask cannot be read leaves its node's cores unknown; the node then counts as
+  // having a core per rank (not oversubscribed: spinning, MPI's own behaviour).
+  const int known_here = sched_getaffinity(0, sizeof(mine), &mine) == 0 ? 1 : 0;
+  int known_everywhere = 0, node_rank = 0;
   GRIDLM_MPI_CHECK(MPI_Comm_size(node, &out.ranks));
+  GRIDLM_MPI_CHECK(MPI_Comm_rank(node, &node_rank));
   GRIDLM_MPI_CHECK(MPI_Allreduce(&known_here, &known_everywhere, 1, MPI_INT, MPI_MIN, node));
   GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &all, int(sizeof(cpu_set_t)), MPI_BYTE, MPI_BOR, node));
   GRIDLM_MPI_CHECK(MPI_Comm_free(&node));
   out.cores = known_everywhere ? CPU_COUNT(&all) : out.ranks;
+  // Each node counted once, by its first rank.
+  int counts[2] = {node_rank == 0 ? 1 : 0, node_rank == 0 && out.oversubscribed() ? 1 : 0};
+  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, world));
+  out.nodes = counts[0];
+  out.oversubscribed_nodes = counts[1];
   return out;
 }
 
-WaitPolicy choose_wait_policy(const std::string& setting, const NodeCores& node) {
-  WaitPolicy p = WaitPolicy::spin;
-  if (setting == "auto") {
-    p = node.oversubscribed() ? WaitPolicy::yield : WaitPolicy::spin;
-  } else if (setting == "yield") {
-    p = WaitPolicy::yield;
-  } else if (setting != "spin") {
-    throw Error(fmt::format("parallel.wait = \"{}\": use \"auto\" (yield when a node runs more "
-                            "ranks than it has cores), \"spin\" or \"yield\"",
-                            setting));
-  }
+WaitPolicy wait_policy_for(const std::string& setting, const NodeCores& job) {
+  if (setting == "auto") return job.oversubscribed_nodes > 0 ? WaitPolicy::yield : WaitPolicy::spin;
+  if (setting == "yield") return WaitPolicy::yield;
+  if (setting == "spin") return WaitPolicy::spin;
+  throw Error(fmt::format("parallel.wait = \"{}\": use \"auto\" (yield when a node runs more "
+                          "ranks than it has cores), \"spin\" or \"yield\"",
+                          setting));
+}
+
+WaitPolicy set_job_wait_policy(const std::string& setting, MPI_Comm world) {
+  const NodeCores job = node_cores(world);
+  const int mine = int(wait_policy_for(setting, job));
+  int agreed = 0;
+  // A plain blocking all-reduce on every rank, whatever policy each had until now.
+  GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &agreed, 1, MPI_INT, MPI_MAX, world));
+  const WaitPolicy p = static_cast<WaitPolicy>(agreed);
   set_wait_policy(p);
-  chosen_because = fmt::format("parallel.wait = {}: {} rank(s) on a node of {} core(s)", setting,
-                               node.ranks, node.cores);
+  chosen_because = fmt::format("parallel.wait = {}: {} of {} node(s) {} more ranks than cores; "
+                               "this one {} rank(s) on {} core(s)",
+                               setting, job.oversubscribed_nodes, job.nodes,
+                               job.nodes == 1 ? "has" : "have", job.ranks, job.cores);
+  chosen_before_agreeing = agreed != mine;
   return p;
 }
 
 std::string describe_wait_policy() {
-  return fmt::format("waiting ranks {} ({})",
-                     wait_policy() == WaitPolicy::spin ? "spin" : "yield their cores",
-                     chosen_because);
+  return fmt::format(
+      "waiting ranks {} ({}{})", wait_policy() == WaitPolicy::spin ? "spin" : "yield their cores",
+      chosen_because, chosen_before_agreeing ? "; another rank asked for yield" : "");
 }
 
-void complete(MPI_Request& request) {
+void complete(MPI_Request& request, const char* what) {
+  // Errors name the operation waited for, not only the MPI_Wait or MPI_Test that saw them.
+  const auto check = [what](int rc, const char* call) {
+    if (rc != MPI_SUCCESS) {
+      const std::string text = fmt::format("{} of {}", call, what);
+      detail::throw_mpi_error(rc, text.c_str(), __FILE__, __LINE__);
+    }
+  };
   if (wait_policy() == WaitPolicy::spin) {
-    GRIDLM_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+    check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
     return;
   }
   // Only yielding, never sleeping: sleeps of 20 us to 1 ms between polls made tiny-model steps
@@ -77,7 +100,7 @@ void complete(MPI_Request& request) {
   // rank, and a rendezvous message needs several polls).
   for (;;) {
     int done = 0;
-    GRIDLM_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
     sched_yield();
   }

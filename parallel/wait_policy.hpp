@@ -1,7 +1,10 @@
 // How a rank waits for MPI: spinning in MPI's progress loop (the fastest when every rank has a
 // core of its own) or yielding its core between polls (when a node runs more ranks than it has
 // cores, a spinning rank takes the core from the rank it waits for: an all-reduce of 1,024
-// floats took 11.6 ms at 4 ranks on 2 cores spinning, 0.12 ms yielding).
+// floats took 11.6 ms at 4 ranks on 2 cores spinning, 0.12 ms yielding; bench/wait_policy.sh
+// has the training figures). Every rank of a job must wait the same way: under yield, blocking
+// operations are posted non-blocking, and MPI never matches a blocking collective with a
+// non-blocking one (mixing them hangs).
 #pragma once
 
 #include <mpi.h>
@@ -17,27 +20,34 @@ const char* to_string(WaitPolicy policy);
 
 // The policy of this process (spin until set).
 WaitPolicy wait_policy();
+// For tests; a job sets its policy with set_job_wait_policy, which all ranks agree on.
 void set_wait_policy(WaitPolicy policy);
 
-// What a node gives its ranks: how many share it, and the cores they may run on (the union of
-// their CPU affinity masks).
+// What the job's nodes give their ranks.
 struct NodeCores {
-  int ranks = 1;
-  int cores = 1;
+  int ranks = 1;                // ranks on this rank's node
+  int cores = 1;                // logical CPUs in the union of their CPU affinity masks
+  int nodes = 1;                // nodes of the job
+  int oversubscribed_nodes = 0; // nodes of the job with more ranks than cores
   bool oversubscribed() const { return ranks > cores; }
 };
 // Collective over `world`.
 NodeCores node_cores(MPI_Comm world);
 
-// Chooses the policy for `setting` ("auto": yield when the node is oversubscribed, "spin",
-// "yield") and sets it. Throws gridlm::Error naming the key for anything else.
-WaitPolicy choose_wait_policy(const std::string& setting, const NodeCores& node);
+// The policy `setting` asks for on these nodes ("auto": yield when any node of the job is
+// oversubscribed, "spin", "yield"). Throws gridlm::Error naming the key for anything else.
+WaitPolicy wait_policy_for(const std::string& setting, const NodeCores& job);
 
-// "waiting ranks yield their cores (parallel.wait = auto: 4 ranks on a node of 2 cores)", for the
-// start-up report: the last choice made.
+// Collective over `world`: every rank chooses from `setting` and its nodes, the ranks agree (one
+// that chose yield makes them all yield), and the policy is set. Throws before the agreement for
+// a setting wait_policy_for refuses, so give every rank a setting validated beforehand.
+WaitPolicy set_job_wait_policy(const std::string& setting, MPI_Comm world);
+
+// "waiting ranks yield their cores (parallel.wait = auto: 1 of 1 node(s) has more ranks than
+// cores; this one 4 rank(s) on 2 core(s))", for the start-up report: the last choice made.
 std::string describe_wait_policy();
 
-// Completes `request` under the process's policy.
-void complete(MPI_Request& request);
+// Completes `request`, an operation `what` ("MPI_Iallreduce") posted, under the process's policy.
+void complete(MPI_Request& request, const char* what);
 
 } // namespace gridlm::parallel

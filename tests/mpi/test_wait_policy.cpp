@@ -1,11 +1,15 @@
-// parallel/wait_policy: what a node gives its ranks, the policy chosen from it and from
-// parallel.wait, and that the runtime chose it before the first test ran. That operations give
-// the same results under either policy is tested in test_comm (every operation, both policies).
+// parallel/wait_policy: what the job's nodes give their ranks, the policy chosen from them and
+// from parallel.wait, agreed by every rank, and that the runtime chose it before the first test.
+// That operations give the same results under either policy is tested in test_comm (every
+// operation, both policies).
 #include <gtest/gtest.h>
 
 #include <sched.h>
 #include <unistd.h>
 
+#include <vector>
+
+#include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/wait_policy.hpp"
 
@@ -41,43 +45,81 @@ TEST(NodeCores, CountsTheNodesRanksAndTheCoresTheyMayUse) {
   EXPECT_GE(node.cores, CPU_COUNT(&mine)); // the union holds this rank's own cores
   EXPECT_LE(node.cores, int(sysconf(_SC_NPROCESSORS_CONF)));
   EXPECT_EQ(node.oversubscribed(), node.ranks > node.cores);
+  // Every rank of the job counts the same nodes; this one among them when oversubscribed.
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_GE(node.nodes, 1);
+  EXPECT_LE(node.nodes, size);
+  EXPECT_LE(node.oversubscribed_nodes, node.nodes);
+  if (node.oversubscribed()) {
+    EXPECT_GE(node.oversubscribed_nodes, 1);
+  }
+  int counts[2] = {node.nodes, node.oversubscribed_nodes}, low[2] = {0, 0};
+  MPI_Allreduce(counts, low, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  EXPECT_EQ(low[0], node.nodes);
+  EXPECT_EQ(low[1], node.oversubscribed_nodes);
 }
 
-TEST(NodeCores, TheRuntimeChoseYieldExactlyWhenTheNodeIsOversubscribed) {
+TEST(NodeCores, TheRuntimeChoseYieldExactlyWhenANodeIsOversubscribed) {
   // tests/main.cpp's MpiRuntime chose "auto" before any test; the suites that change the policy
   // restore it.
   const NodeCores node = node_cores(MPI_COMM_WORLD);
-  EXPECT_EQ(wait_policy(), node.oversubscribed() ? WaitPolicy::yield : WaitPolicy::spin)
+  EXPECT_EQ(wait_policy(), node.oversubscribed_nodes > 0 ? WaitPolicy::yield : WaitPolicy::spin)
       << node.ranks << " ranks on " << node.cores << " cores";
 }
 
-TEST_F(WaitPolicyTest, AutoYieldsOnlyWhenRanksOutnumberCores) {
-  EXPECT_EQ(choose_wait_policy("auto", NodeCores{4, 2}), WaitPolicy::yield);
-  EXPECT_EQ(wait_policy(), WaitPolicy::yield);
-  EXPECT_NE(describe_wait_policy().find("yield their cores"), std::string::npos);
-  EXPECT_NE(describe_wait_policy().find("4 rank(s) on a node of 2 core(s)"), std::string::npos);
-  EXPECT_EQ(choose_wait_policy("auto", NodeCores{2, 2}), WaitPolicy::spin);
-  EXPECT_EQ(wait_policy(), WaitPolicy::spin);
-  EXPECT_EQ(choose_wait_policy("auto", NodeCores{1, 64}), WaitPolicy::spin);
+TEST(WaitPolicyFor, AutoYieldsWhenAnyNodeOfTheJobIsOversubscribed) {
+  // {ranks, cores on this node, nodes, oversubscribed nodes}
+  EXPECT_EQ(wait_policy_for("auto", NodeCores{4, 2, 1, 1}), WaitPolicy::yield);
+  // This node has a core per rank, another has not: all ranks must wait the same way.
+  EXPECT_EQ(wait_policy_for("auto", NodeCores{2, 4, 2, 1}), WaitPolicy::yield);
+  EXPECT_EQ(wait_policy_for("auto", NodeCores{2, 2, 2, 0}), WaitPolicy::spin);
+  EXPECT_EQ(wait_policy_for("auto", NodeCores{1, 64, 1, 0}), WaitPolicy::spin);
 }
 
-TEST_F(WaitPolicyTest, SpinAndYieldAreTakenAsSaid) {
-  EXPECT_EQ(choose_wait_policy("yield", NodeCores{1, 64}), WaitPolicy::yield);
-  EXPECT_EQ(choose_wait_policy("spin", NodeCores{8, 2}), WaitPolicy::spin);
-  EXPECT_EQ(wait_policy(), WaitPolicy::spin);
+TEST(WaitPolicyFor, SpinAndYieldAreTakenAsSaid) {
+  EXPECT_EQ(wait_policy_for("yield", NodeCores{1, 64, 1, 0}), WaitPolicy::yield);
+  EXPECT_EQ(wait_policy_for("spin", NodeCores{8, 2, 1, 1}), WaitPolicy::spin);
 }
 
-TEST_F(WaitPolicyTest, AnUnknownSettingNamesTheKeyAndTheChoices) {
-  set_wait_policy(WaitPolicy::yield);
+TEST(WaitPolicyFor, AnUnknownSettingNamesTheKeyAndTheChoices) {
   try {
-    choose_wait_policy("sometimes", NodeCores{8, 2});
+    wait_policy_for("sometimes", NodeCores{8, 2, 1, 1});
     FAIL() << "no error";
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("parallel.wait = \"sometimes\""), std::string::npos) << what;
     EXPECT_NE(what.find("\"spin\""), std::string::npos) << what;
   }
-  EXPECT_EQ(wait_policy(), WaitPolicy::yield); // unchanged by the refused setting
+}
+
+TEST_F(WaitPolicyTest, TheRanksOfAJobAgreeOnOnePolicy) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // Only the last rank asks for yield (as a rank on the one oversubscribed node would): every
+  // rank must yield, or blocking and non-blocking collectives would meet and hang.
+  const WaitPolicy got = set_job_wait_policy(rank == size - 1 ? "yield" : "spin", MPI_COMM_WORLD);
+  EXPECT_EQ(wait_policy(), got);
+  // Checked on every rank with a blocking all-reduce (the same form whatever the policy) before
+  // a collective that would hang if the ranks disagreed.
+  const int yields = got == WaitPolicy::yield ? 1 : 0;
+  int all_yield = 0;
+  MPI_Allreduce(&yields, &all_yield, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  ASSERT_EQ(all_yield, 1) << "this rank: " << to_string(got);
+  const std::string said = describe_wait_policy();
+  EXPECT_NE(said.find("yield their cores"), std::string::npos) << said;
+  EXPECT_EQ(said.find("another rank asked for yield") != std::string::npos, rank != size - 1)
+      << said;
+  // A collective in the agreed policy completes on every rank.
+  MpiComm world(borrow_comm(MPI_COMM_WORLD));
+  std::vector<int> v{1};
+  world.all_reduce(Span<int>(v));
+  EXPECT_EQ(v[0], size);
+  EXPECT_EQ(set_job_wait_policy("spin", MPI_COMM_WORLD), WaitPolicy::spin);
+  EXPECT_NE(describe_wait_policy().find("waiting ranks spin (parallel.wait = spin: "),
+            std::string::npos)
+      << describe_wait_policy();
 }
 
 TEST_F(WaitPolicyTest, AYieldingWaitCompletesALateMessage) {
@@ -93,8 +135,8 @@ TEST_F(WaitPolicyTest, AYieldingWaitCompletesALateMessage) {
   MPI_Irecv(&received, 1, MPI_INT, left, 7, MPI_COMM_WORLD, &recv);
   if (rank == 0) usleep(50'000);
   MPI_Isend(&sent, 1, MPI_INT, right, 7, MPI_COMM_WORLD, &send);
-  complete(recv);
-  complete(send);
+  complete(recv, "MPI_Irecv");
+  complete(send, "MPI_Isend");
   EXPECT_EQ(received, 1000 + left);
   EXPECT_EQ(recv, MPI_REQUEST_NULL); // completed and freed
   EXPECT_EQ(send, MPI_REQUEST_NULL);
