@@ -3,10 +3,14 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
+#include "parallel/cpu_quota.hpp"
 #include "parallel/mpi_check.hpp"
 
 namespace gridlm::parallel {
@@ -42,8 +46,16 @@ NodeCores node_cores(MPI_Comm world) {
   GRIDLM_MPI_CHECK(MPI_Comm_rank(node, &node_rank));
   GRIDLM_MPI_CHECK(MPI_Allreduce(&known_here, &known_everywhere, 1, MPI_INT, MPI_MIN, node));
   GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &all, int(sizeof(cpu_set_t)), MPI_BYTE, MPI_BOR, node));
-  GRIDLM_MPI_CHECK(MPI_Comm_free(&node));
   out.cores = known_everywhere ? CPU_COUNT(&all) : out.ranks;
+  // A CPU quota caps them: the smallest of the node's ranks' (they share one container).
+  const double mine_quota = cpu_quota();
+  double node_quota = mine_quota > 0 ? mine_quota : std::numeric_limits<double>::max();
+  GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &node_quota, 1, MPI_DOUBLE, MPI_MIN, node));
+  if (node_quota < std::numeric_limits<double>::max()) {
+    out.quota = node_quota;
+    out.cores = std::min(out.cores, std::max(1, int(std::floor(node_quota))));
+  }
+  GRIDLM_MPI_CHECK(MPI_Comm_free(&node));
   // Each node counted once, by its first rank.
   int counts[2] = {node_rank == 0 ? 1 : 0, node_rank == 0 && out.oversubscribed() ? 1 : 0};
   GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, world));
@@ -70,9 +82,10 @@ WaitPolicy set_job_wait_policy(const std::string& setting, MPI_Comm world) {
   const WaitPolicy p = static_cast<WaitPolicy>(agreed);
   set_wait_policy(p);
   chosen_because = fmt::format("parallel.wait = {}: {} of {} node(s) {} more ranks than cores; "
-                               "this one {} rank(s) on {} core(s)",
+                               "this one {} rank(s) on {} core(s){}",
                                setting, job.oversubscribed_nodes, job.nodes,
-                               job.nodes == 1 ? "has" : "have", job.ranks, job.cores);
+                               job.nodes == 1 ? "has" : "have", job.ranks, job.cores,
+                               job.quota > 0 ? fmt::format(", CPU quota {:.1f}", job.quota) : "");
   chosen_before_agreeing = agreed != mine;
   return p;
 }

@@ -26,9 +26,11 @@ void set_wait_policy(WaitPolicy policy);
 // What the job's nodes give their ranks.
 struct NodeCores {
   int ranks = 1;                // ranks on this rank's node
-  int cores = 1;                // logical CPUs in the union of their CPU affinity masks
+  int cores = 1;                // logical CPUs in the union of their CPU affinity masks, at most
+                                // the CPU quota (parallel/cpu_quota)
   int nodes = 1;                // nodes of the job
   int oversubscribed_nodes = 0; // nodes of the job with more ranks than cores
+  double quota = 0;             // this node's CPU quota, in CPUs (0: none)
   bool oversubscribed() const { return ranks > cores; }
 };
 // Collective over `world`.
