@@ -14,6 +14,7 @@
 #include "app/cli_checks.hpp"
 #include "app/config.hpp"
 #include "engine/profiler.hpp"
+#include "layers/kokkos_runtime.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/wait_policy.hpp"
@@ -52,7 +53,7 @@ void run(const ProfileCommand& cmd) {
     }
   });
   // Ops are timed waiting as the runs they price will wait.
-  parallel::set_job_wait_policy(wait, MPI_COMM_WORLD);
+  parallel::set_job_wait_policy(wait, MPI_COMM_WORLD, layers::compute_threads_per_rank());
   req.tp = cmd.tp;
   req.micro_batches = cmd.micro_batches;
   req.repeats = cmd.repeats;

@@ -11,6 +11,7 @@
 #include "engine/auto_layout.hpp"
 #include "engine/job_signals.hpp"
 #include "engine/trainer.hpp"
+#include "layers/kokkos_runtime.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/grid.hpp"
@@ -48,7 +49,8 @@ void run(const TrainCommand& cmd) {
     config.checkpoint.dir = expand_job_id(config.checkpoint.dir);
     validate(config);
   });
-  parallel::set_job_wait_policy(config.parallel.wait, MPI_COMM_WORLD);
+  parallel::set_job_wait_policy(config.parallel.wait, MPI_COMM_WORLD,
+                                layers::compute_threads_per_rank());
   const engine::AutoLayout planned = engine::plan_auto_layout(config, MPI_COMM_WORLD);
   config = planned.config;
   if (!planned.report.empty() && parallel::comm_rank(MPI_COMM_WORLD) == 0) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace gridlm::layers {
@@ -33,6 +34,14 @@ std::string kokkos_description() {
   return fmt::format("Kokkos {}.{}.{}, execution space {}", KOKKOS_VERSION / 10000,
                      KOKKOS_VERSION / 100 % 100, KOKKOS_VERSION % 100,
                      Kokkos::DefaultExecutionSpace::name());
+}
+
+int compute_threads_per_rank() {
+  if (!std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>::value) {
+    return 1;
+  }
+  // An instance call: concurrency() is static in Kokkos 3 and a member in Kokkos 4.
+  return std::max(1, int(Kokkos::DefaultHostExecutionSpace().concurrency()));
 }
 
 } // namespace gridlm::layers

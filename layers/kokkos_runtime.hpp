@@ -17,4 +17,8 @@ public:
 // "Kokkos 3.4.1, execution space Serial"
 std::string kokkos_description();
 
+// The cores one rank computes on: its host threads when kernels run on the host (OpenMP, Serial:
+// 1), 1 when they run on a device (the host thread only launches them).
+int compute_threads_per_rank();
+
 } // namespace gridlm::layers

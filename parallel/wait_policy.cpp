@@ -29,7 +29,7 @@ WaitPolicy wait_policy() { return policy.load(std::memory_order_relaxed); }
 
 void set_wait_policy(WaitPolicy p) { policy.store(p, std::memory_order_relaxed); }
 
-NodeCores node_cores(MPI_Comm world) {
+NodeCores node_cores(MPI_Comm world, int threads_per_rank) {
   MPI_Comm node = MPI_COMM_NULL;
   int rank = 0;
   GRIDLM_MPI_CHECK(MPI_Comm_rank(world, &rank));
@@ -43,6 +43,7 @@ NodeCores node_cores(MPI_Comm world) {
   const int known_here = sched_getaffinity(0, sizeof(mine), &mine) == 0 ? 1 : 0;
   int known_everywhere = 0, node_rank = 0;
   GRIDLM_MPI_CHECK(MPI_Comm_size(node, &out.ranks));
+  GRIDLM_MPI_CHECK(MPI_Allreduce(&threads_per_rank, &out.threads, 1, MPI_INT, MPI_SUM, node));
   GRIDLM_MPI_CHECK(MPI_Comm_rank(node, &node_rank));
   GRIDLM_MPI_CHECK(MPI_Allreduce(&known_here, &known_everywhere, 1, MPI_INT, MPI_MIN, node));
   GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &all, int(sizeof(cpu_set_t)), MPI_BYTE, MPI_BOR, node));
@@ -73,19 +74,21 @@ WaitPolicy wait_policy_for(const std::string& setting, const NodeCores& job) {
                           setting));
 }
 
-WaitPolicy set_job_wait_policy(const std::string& setting, MPI_Comm world) {
-  const NodeCores job = node_cores(world);
+WaitPolicy set_job_wait_policy(const std::string& setting, MPI_Comm world, int threads_per_rank) {
+  const NodeCores job = node_cores(world, threads_per_rank);
   const int mine = int(wait_policy_for(setting, job));
   int agreed = 0;
   // A plain blocking all-reduce on every rank, whatever policy each had until now.
   GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &agreed, 1, MPI_INT, MPI_MAX, world));
   const WaitPolicy p = static_cast<WaitPolicy>(agreed);
   set_wait_policy(p);
-  chosen_because = fmt::format("parallel.wait = {}: {} of {} node(s) {} more ranks than cores; "
-                               "this one {} rank(s) on {} core(s){}",
-                               setting, job.oversubscribed_nodes, job.nodes,
-                               job.nodes == 1 ? "has" : "have", job.ranks, job.cores,
-                               job.quota > 0 ? fmt::format(", CPU quota {:.1f}", job.quota) : "");
+  chosen_because = fmt::format(
+      "parallel.wait = {}: {} of {} node(s) {} more ranks than cores; "
+      "this one {} rank(s){} on {} core(s){}",
+      setting, job.oversubscribed_nodes, job.nodes, job.nodes == 1 ? "has" : "have", job.ranks,
+      job.threads == job.ranks ? std::string()
+                               : fmt::format(" computing with {} thread(s)", job.threads),
+      job.cores, job.quota > 0 ? fmt::format(", CPU quota {:.1f}", job.quota) : "");
   chosen_before_agreeing = agreed != mine;
   return p;
 }

@@ -26,15 +26,16 @@ void set_wait_policy(WaitPolicy policy);
 // What the job's nodes give their ranks.
 struct NodeCores {
   int ranks = 1;                // ranks on this rank's node
+  int threads = 1;              // the threads they compute with, all together (ranks x threads)
   int cores = 1;                // logical CPUs in the union of their CPU affinity masks, at most
                                 // the CPU quota (parallel/cpu_quota)
   int nodes = 1;                // nodes of the job
-  int oversubscribed_nodes = 0; // nodes of the job with more ranks than cores
+  int oversubscribed_nodes = 0; // nodes of the job with more threads than cores
   double quota = 0;             // this node's CPU quota, in CPUs (0: none)
-  bool oversubscribed() const { return ranks > cores; }
+  bool oversubscribed() const { return threads > cores; }
 };
-// Collective over `world`.
-NodeCores node_cores(MPI_Comm world);
+// Collective over `world`; `threads_per_rank`: the threads this rank computes with.
+NodeCores node_cores(MPI_Comm world, int threads_per_rank = 1);
 
 // The policy `setting` asks for on these nodes ("auto": yield when any node of the job is
 // oversubscribed, "spin", "yield"). Throws gridlm::Error naming the key for anything else.
@@ -43,7 +44,8 @@ WaitPolicy wait_policy_for(const std::string& setting, const NodeCores& job);
 // Collective over `world`: every rank chooses from `setting` and its nodes, the ranks agree (one
 // that chose yield makes them all yield), and the policy is set. Throws before the agreement for
 // a setting wait_policy_for refuses, so give every rank a setting validated beforehand.
-WaitPolicy set_job_wait_policy(const std::string& setting, MPI_Comm world);
+WaitPolicy set_job_wait_policy(const std::string& setting, MPI_Comm world,
+                               int threads_per_rank = 1);
 
 // "waiting ranks yield their cores (parallel.wait = auto: 1 of 1 node(s) has more ranks than
 // cores; this one 4 rank(s) on 2 core(s))", for the start-up report: the last choice made.

@@ -60,6 +60,26 @@ TEST(NodeCores, CountsTheNodesRanksAndTheCoresTheyMayUse) {
   EXPECT_EQ(low[1], node.oversubscribed_nodes);
 }
 
+TEST(NodeCores, ThreadsPerRankCountAgainstTheCores) {
+  // More threads than a cpu_set_t can name CPUs (1,024): oversubscribed on any machine.
+  const NodeCores many = node_cores(MPI_COMM_WORLD, 2000);
+  EXPECT_EQ(many.threads, 2000 * many.ranks);
+  EXPECT_TRUE(many.oversubscribed());
+  EXPECT_EQ(many.oversubscribed_nodes, many.nodes);
+  EXPECT_EQ(wait_policy_for("auto", many), WaitPolicy::yield);
+  EXPECT_EQ(node_cores(MPI_COMM_WORLD).threads, many.ranks); // one thread per rank by default
+}
+
+TEST_F(WaitPolicyTest, TheReportCountsThreadsWhenRanksHaveSeveral) {
+  EXPECT_EQ(set_job_wait_policy("auto", MPI_COMM_WORLD, 2000), WaitPolicy::yield);
+  const NodeCores node = node_cores(MPI_COMM_WORLD);
+  const std::string said = describe_wait_policy();
+  EXPECT_NE(said.find(std::to_string(node.ranks) + " rank(s) computing with " +
+                      std::to_string(2000 * node.ranks) + " thread(s) on "),
+            std::string::npos)
+      << said;
+}
+
 TEST(NodeCores, TheRuntimeChoseYieldExactlyWhenANodeIsOversubscribed) {
   // tests/main.cpp's MpiRuntime chose "auto" before any test; the suites that change the policy
   // restore it.
@@ -69,22 +89,22 @@ TEST(NodeCores, TheRuntimeChoseYieldExactlyWhenANodeIsOversubscribed) {
 }
 
 TEST(WaitPolicyFor, AutoYieldsWhenAnyNodeOfTheJobIsOversubscribed) {
-  // {ranks, cores on this node, nodes, oversubscribed nodes}
-  EXPECT_EQ(wait_policy_for("auto", NodeCores{4, 2, 1, 1}), WaitPolicy::yield);
+  // {ranks, their threads, cores on this node, nodes, oversubscribed nodes}
+  EXPECT_EQ(wait_policy_for("auto", NodeCores{4, 4, 2, 1, 1}), WaitPolicy::yield);
   // This node has a core per rank, another has not: all ranks must wait the same way.
-  EXPECT_EQ(wait_policy_for("auto", NodeCores{2, 4, 2, 1}), WaitPolicy::yield);
-  EXPECT_EQ(wait_policy_for("auto", NodeCores{2, 2, 2, 0}), WaitPolicy::spin);
-  EXPECT_EQ(wait_policy_for("auto", NodeCores{1, 64, 1, 0}), WaitPolicy::spin);
+  EXPECT_EQ(wait_policy_for("auto", NodeCores{2, 2, 4, 2, 1}), WaitPolicy::yield);
+  EXPECT_EQ(wait_policy_for("auto", NodeCores{2, 2, 2, 2, 0}), WaitPolicy::spin);
+  EXPECT_EQ(wait_policy_for("auto", NodeCores{1, 1, 64, 1, 0}), WaitPolicy::spin);
 }
 
 TEST(WaitPolicyFor, SpinAndYieldAreTakenAsSaid) {
-  EXPECT_EQ(wait_policy_for("yield", NodeCores{1, 64, 1, 0}), WaitPolicy::yield);
-  EXPECT_EQ(wait_policy_for("spin", NodeCores{8, 2, 1, 1}), WaitPolicy::spin);
+  EXPECT_EQ(wait_policy_for("yield", NodeCores{1, 1, 64, 1, 0}), WaitPolicy::yield);
+  EXPECT_EQ(wait_policy_for("spin", NodeCores{8, 8, 2, 1, 1}), WaitPolicy::spin);
 }
 
 TEST(WaitPolicyFor, AnUnknownSettingNamesTheKeyAndTheChoices) {
   try {
-    wait_policy_for("sometimes", NodeCores{8, 2, 1, 1});
+    wait_policy_for("sometimes", NodeCores{8, 8, 2, 1, 1});
     FAIL() << "no error";
   } catch (const Error& e) {
     const std::string what = e.what();
