@@ -6,14 +6,9 @@
 # through the prefetch thread) against a plain sequential read of the same file (dd, page cache
 # warm) and against what training the tiny GPT consumes per second on one rank. Medians of RUNS.
 #   bash bench/data_io.sh [RUNS]        (default 3)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
-gridlm=build/bin/gridlm
 export OPENBLAS_NUM_THREADS=1
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # "... 3.9 MB of text tokenized in 0.7 s ..." -> MB/s of the whole run (wall clock).
 prepare() {
   local ranks=$1

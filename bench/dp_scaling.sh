@@ -11,17 +11,12 @@
 #   bash bench/dp_scaling.sh [RUNS] [MODELS...]   (default: 3 runs; tiny small 124m, where 124m
 #                                                  runs once: one of its steps takes ~15 s here)
 # Needs build/ (scripts/build.sh) and /usr/bin/python3 with torch (scripts/install-deps.sh).
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 shift || true
 models=("$@")
 ((${#models[@]})) || models=(tiny small 124m)
-gridlm=build/bin/gridlm
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 tokens() { sed -n 's/.*, \([0-9.]*\) tokens\/s (median).*/\1/p'; }
 # Median over the steps after the first of a metrics field.
 field() { tail -n +2 "$out/m.jsonl" | sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" | median; }

@@ -7,17 +7,12 @@
 # bubble for the op costs measured in the same step, and of tokens/s; each figure is then the
 # median over RUNS repetitions, kinds alternating.
 #   bash bench/pipeline_bubble.sh [RUNS] [PP...]      (defaults: 3 runs, pp 2 4)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 shift || true
 pps=("$@")
 [[ ${#pps[@]} -gt 0 ]] || pps=(2 4)
-gridlm=build/bin/gridlm
 export OPENBLAS_NUM_THREADS=1
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 field() { tail -n +3 "$out/m.jsonl" | sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" | median; }
 kinds=(gpipe 1f1b interleaved-1f1b zb-h1)
 declare -A bubble predicted rate

@@ -12,17 +12,12 @@
 #   bash bench/planner_accuracy.sh [MODEL[:RANKS,...]]...   (default: tiny:1,2,4 small:1,2)
 # Environment: STEPS (8), MICRO ("1 2 4 8 16"). One BLAS thread per rank.
 # Needs build/ (scripts/build.sh).
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 specs=("$@")
 ((${#specs[@]})) || specs=(tiny:1,2,4 small:1,2)
 steps=${STEPS:-8}
 micro=(${MICRO:-1 2 4 8 16})
-gridlm=$PWD/build/bin/gridlm
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "planner_accuracy: commit $(git rev-parse --short HEAD), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $(nproc --all) cores, $steps steps"
 for spec in "${specs[@]}"; do

@@ -4,14 +4,9 @@
 # median tokens/s, their ratio, and the time per step spent in the tensor-parallel all-reduces
 # (measured by gridlm around each all-reduce, reported apart from compute).
 #   bash bench/tp_scaling.sh [RUNS]        (default 3)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
-gridlm=build/bin/gridlm
 export OPENBLAS_NUM_THREADS=1
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 common=(--config configs/small.toml --set train.steps=6 --set output.weights=
         --set output.dir="$out" --set output.metrics=m.jsonl)
 one=() two=() comm=()

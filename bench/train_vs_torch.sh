@@ -5,20 +5,15 @@
 #   bash bench/train_vs_torch.sh [RUNS] [CONFIGS...]      (default: 3 runs, tiny small 124m;
 #   124m is the GPT-2 124M shape at context 256, batch 4, and runs once: a step takes ~10 s)
 # Needs build/ (scripts/build.sh) and /usr/bin/python3 with torch (scripts/install-deps.sh).
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 shift || true
 configs=("$@")
 ((${#configs[@]})) || configs=(tiny small 124m)
-gridlm=build/bin/gridlm
 cores=$(nproc) # before OMP_NUM_THREADS=1, which nproc obeys
 # One thread each; PyTorch's OpenMP threads spin unless told to wait passively.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 sgemm=$(build/bin/bench_sgemm_peak 1024 9 | sed -n 's/.*sgemm_gflops=\([0-9.]*\).*/\1/p')
 echo "single-core SGEMM (1024^3, through layers::matmul): $sgemm GFLOP/s"

@@ -5,14 +5,9 @@
 # alternated RUNS times; reports the median step time of each and spin / yield (above 1: yield
 # is faster). Meaningful on a machine with fewer cores than ranks (2 cores here).
 #   bash bench/wait_policy.sh [RUNS]        (default 3)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
-gridlm=build/bin/gridlm
 export OPENBLAS_NUM_THREADS=1
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) cores, $runs runs"
 echo "| ranks | layout | spin ms/step | yield ms/step | spin / yield |"
 echo "| ---: | --- | ---: | ---: | ---: |"

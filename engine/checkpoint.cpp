@@ -383,8 +383,10 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
       f.read_shard(name, shard, out, io::Transfer::independent);
       if (t.holding.writes) mine[name] = io::shard_checksum(shard, out);
     }
-    for (const std::string& name : names)
-      sums.push_back(mine.count(name) != 0 ? mine[name] : 0);
+    for (const std::string& name : names) {
+      const auto it = mine.find(name);
+      sums.push_back(it != mine.end() ? it->second : 0);
+    }
   });
   sum_over_grid(sums, grid);
   parallel::run_agreed(grid.comm(), [&] {

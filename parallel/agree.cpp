@@ -35,13 +35,10 @@ void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
   int failures = 0;
   {
     const flight::BlockingScope recorded("all_reduce (error agreement)", "comm", sizeof(int));
-    if (wait_policy() == WaitPolicy::spin) {
-      GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm));
-    } else {
-      MPI_Request request = MPI_REQUEST_NULL;
-      GRIDLM_MPI_CHECK(MPI_Iallreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm, &request));
-      complete(request, "MPI_Iallreduce (error agreement)");
-    }
+    // Completed under the wait policy, so that an oversubscribed node does not spin here.
+    MPI_Request request = MPI_REQUEST_NULL;
+    GRIDLM_MPI_CHECK(MPI_Iallreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm, &request));
+    complete(request, "MPI_Iallreduce (error agreement)");
   }
   if (failures == 0) return;
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
@@ -36,18 +37,16 @@ NodeCores node_cores(MPI_Comm world, int threads_per_rank) {
   GRIDLM_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
   NodeCores out;
   cpu_set_t mine, all;
-  CPU_ZERO(&mine);
   CPU_ZERO(&all);
-  // A rank whose mask cannot be read leaves its node's cores unknown; the node then counts as
-  // having a core per rank (not oversubscribed: spinning, MPI's own behaviour).
-  const int known_here = sched_getaffinity(0, sizeof(mine), &mine) == 0 ? 1 : 0;
-  int known_everywhere = 0, node_rank = 0;
+  // A rank whose mask cannot be read claims every CPU a mask can name, so that its node never
+  // counts as oversubscribed by a guess (spinning: MPI's own behaviour).
+  if (sched_getaffinity(0, sizeof(mine), &mine) != 0) std::memset(&mine, 0xff, sizeof(mine));
+  int node_rank = 0;
   GRIDLM_MPI_CHECK(MPI_Comm_size(node, &out.ranks));
-  GRIDLM_MPI_CHECK(MPI_Allreduce(&threads_per_rank, &out.threads, 1, MPI_INT, MPI_SUM, node));
   GRIDLM_MPI_CHECK(MPI_Comm_rank(node, &node_rank));
-  GRIDLM_MPI_CHECK(MPI_Allreduce(&known_here, &known_everywhere, 1, MPI_INT, MPI_MIN, node));
+  GRIDLM_MPI_CHECK(MPI_Allreduce(&threads_per_rank, &out.threads, 1, MPI_INT, MPI_SUM, node));
   GRIDLM_MPI_CHECK(MPI_Allreduce(&mine, &all, int(sizeof(cpu_set_t)), MPI_BYTE, MPI_BOR, node));
-  out.cores = known_everywhere ? CPU_COUNT(&all) : out.ranks;
+  out.cores = CPU_COUNT(&all);
   // A CPU quota caps them: the smallest of the node's ranks' (they share one container).
   const double mine_quota = cpu_quota();
   double node_quota = mine_quota > 0 ? mine_quota : std::numeric_limits<double>::max();
