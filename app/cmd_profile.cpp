@@ -74,6 +74,9 @@ void run(const ProfileCommand& cmd) {
                        1e3 * e.embedding.forward, 1e3 * e.head.forward, 1e3 * e.head.backward);
   }
   out += fmt::format("  AdamW {:.2f} ns per parameter\n", 1e9 * p.optimizer_per_param);
+  out += fmt::format("  timed with {} compute thread(s) per rank on {:g} core(s) per node: {:.2f} "
+                     "of a core each\n",
+                     p.threads_per_rank, p.cores_per_node, p.core_share);
   if (p.ranks_per_node > 1) {
     out += fmt::format("  inside a node: all-reduce {:.1f} us + {:.2f} GB/s, send {:.1f} us + "
                        "{:.2f} GB/s\n",

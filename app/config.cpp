@@ -131,8 +131,9 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &c.parallel.timeout_seconds},
       {"parallel", "wait",
        "how a rank waits for communication: spin (MPI's busy polling, fastest with a core per "
-       "rank), yield (poll, then give the core up between polls) or auto (yield when any node "
-       "of the job runs more ranks than it has cores; every rank waits the same way)",
+       "rank), yield (poll, then give the core up between polls; a pipeline stage waiting over "
+       "1 ms for its neighbour sleeps 100 us between polls) or auto (yield when any node of the "
+       "job runs more ranks than it has cores; every rank waits the same way)",
        &c.parallel.wait},
       {"output", "dir",
        "directory for metrics and weights (created if missing); {job_id} is the Slurm job's id",

@@ -11,7 +11,7 @@ export OPENBLAS_NUM_THREADS=1
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) cores, $runs runs"
 echo "| ranks | layout | spin ms/step | yield ms/step | spin / yield |"
 echo "| ---: | --- | ---: | ---: | ---: |"
-layouts=("4 2 2 1" "4 2 1 2" "4 1 2 2" "4 1 1 4" "8 2 2 2")
+layouts=("4 2 2 1" "4 2 1 2" "4 1 2 2" "4 1 4 1" "4 1 1 4" "8 2 2 2")
 for l in "${layouts[@]}"; do
   read -r n dp pp tp <<<"$l"
   declare -A ms=()

@@ -103,7 +103,7 @@ std::string resolve_backend(const std::string& configured) {
 std::string mpi_backend() { return mpi_reads_model_memory() ? "mpi" : "mpi-staged"; }
 
 std::unique_ptr<parallel::Comm> make_comm(parallel::MpiCommHandle handle, const char* name,
-                                          const std::string& backend) {
+                                          const std::string& backend, parallel::WaitFor waits) {
 #if defined(GRIDLM_HAVE_NCCL)
   if (backend == "nccl") {
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -122,16 +122,17 @@ std::unique_ptr<parallel::Comm> make_comm(parallel::MpiCommHandle handle, const 
 #endif
   if (backend == "mpi-staged") {
     auto comm = std::make_unique<parallel::StagedComm>(
-        std::make_unique<parallel::MpiComm>(handle, name), kokkos_copies());
+        std::make_unique<parallel::MpiComm>(handle, name, waits), kokkos_copies());
     comm->set_identity(name, parallel::world_ranks(*handle));
     return comm;
   }
-  return std::make_unique<parallel::MpiComm>(handle, name);
+  return std::make_unique<parallel::MpiComm>(handle, name, waits);
 }
 
 std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, parallel::Axis axis,
                                                const std::string& backend) {
-  return make_comm(grid.axis_handle(axis), parallel::axis_name(axis), backend);
+  return make_comm(grid.axis_handle(axis), parallel::axis_name(axis), backend,
+                   parallel::axis_waits(axis));
 }
 
 } // namespace gridlm::engine

@@ -25,10 +25,12 @@ std::string resolve_backend(const std::string& configured);
 std::string mpi_backend();
 
 // Collective over `comm`: a Comm of the resolved backend named `name` (a string that outlives
-// it). NCCL runs on the GPU and after the stream that Kokkos computes on.
+// it), whose ranks wait for `waits`. NCCL runs on the GPU and after the stream that Kokkos
+// computes on.
 std::unique_ptr<parallel::Comm> make_comm(parallel::MpiCommHandle comm, const char* name,
-                                          const std::string& backend);
-// The same over one axis of the grid.
+                                          const std::string& backend,
+                                          parallel::WaitFor waits = parallel::WaitFor::peers);
+// The same over one axis of the grid, waiting as its ranks do (parallel::axis_waits).
 std::unique_ptr<parallel::Comm> make_axis_comm(const parallel::Grid& grid, parallel::Axis axis,
                                                const std::string& backend);
 

@@ -175,6 +175,61 @@ DpCost dp_cost(double bytes, double bucket_bytes, int dp, int zero, const CommCo
   return d;
 }
 
+// How a layout's ranks share their nodes' cores, from a measured profile (none from a machine
+// file: one device per rank). Rank d tp P + s tp + t (replica d, stage s, tensor rank t) lies on
+// node rank / K.
+std::optional<parallel::CoreSharing> core_sharing(const Profile& p, const parallel::Layout& l) {
+  if (p.source != "profile" || p.cores_per_node <= 0) return std::nullopt;
+  const int K = p.ranks_per_node, nodes = (l.size() + K - 1) / K;
+  parallel::CoreSharing sh{p.cores_per_node, double(p.threads_per_rank), {}};
+  sh.ranks.assign(l.pp, std::vector<int>(nodes, 0));
+  for (int d = 0; d < l.dp; ++d) {
+    for (int st = 0; st < l.pp; ++st) {
+      for (int t = 0; t < l.tp; ++t)
+        ++sh.ranks[st][(d * l.pp * l.tp + st * l.tp + t) / K];
+    }
+  }
+  return sh;
+}
+
+// The share of a core each compute thread gets when every rank computes (the optimizer).
+double all_busy_share(const parallel::CoreSharing& sh) {
+  double most = 0;
+  for (std::size_t n = 0; n < sh.ranks.front().size(); ++n) {
+    double threads = 0;
+    for (const auto& stage : sh.ranks)
+      threads += stage[n] * sh.threads_per_rank;
+    most = std::max(most, threads);
+  }
+  return std::min(1.0, sh.cores / most);
+}
+
+// Seconds of an op of a pipeline stage: its virtual stage's blocks, plus the embedding on the
+// first and the head on the last, times `alone` (the share of the timed op it takes alone).
+struct StageOpCost {
+  OpTimes block, embedding, head;
+  const Candidate& c;
+  bool split;     // zb-h1: B is the input half, W the weight half
+  bool recompute; // B runs the blocks' forward again first
+  double alone;
+  double operator()(int stage, const parallel::Op& op) const {
+    const int P = c.layout.pp, q = op.chunk * P + stage;
+    const double n = c.stage_blocks[q];
+    const bool first = q == 0, last = q == P * c.chunks - 1;
+    auto sum = [&](double OpTimes::*f) {
+      return n * block.*f + (first ? embedding.*f : 0.0) + (last ? head.*f : 0.0);
+    };
+    switch (op.kind) {
+    case parallel::OpKind::F: return alone * sum(&OpTimes::forward);
+    case parallel::OpKind::B:
+      return alone * ((recompute ? n * block.forward : 0.0) +
+                      sum(split ? &OpTimes::backward_input : &OpTimes::backward));
+    case parallel::OpKind::W: return alone * sum(&OpTimes::backward_weight);
+    }
+    return 0.0;
+  }
+};
+
 // The engine's estimate, or with recomputation: each block keeps only its input per
 // micro-batch in flight, and one block at a time holds its whole activations.
 MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, const Profile& machine,
@@ -257,7 +312,7 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
   const layers::ModelConfig& m = config.model;
   check_profiled_model(machine, m, config.train.precision);
   const parallel::Layout& l = c.layout;
-  const int K = machine.ranks_per_node, P = l.pp, Q = l.pp * c.chunks, b = c.micro_batch;
+  const int K = machine.ranks_per_node, P = l.pp, b = c.micro_batch;
   const parallel::ScheduleKind kind = parallel::parse_schedule(c.schedule);
   const bool split = kind == parallel::ScheduleKind::zb_h1;
   const OpTimes blk = op_cost(machine, config, Piece::block, l.tp, b);
@@ -273,25 +328,17 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
   const double boundary_bytes = machine.activation_bytes * b * m.seq_len * m.d_model;
 
   const parallel::Schedule s = parallel::make_schedule(kind, P, c.micro_batches, c.chunks);
-  auto cost = [&](int stage, const parallel::Op& op) {
-    const int q = op.chunk * P + stage;
-    const double n = c.stage_blocks[q];
-    const bool first = q == 0, last = q == Q - 1;
-    auto sum = [&](double OpTimes::*f) {
-      return n * blk.*f + (first ? emb.*f : 0.0) + (last ? head.*f : 0.0);
-    };
-    // Recomputation runs the blocks' forward again before their backward.
-    const double again = pricing.recompute ? n * blk.forward : 0.0;
-    switch (op.kind) {
-    case parallel::OpKind::F: return sum(&OpTimes::forward);
-    case parallel::OpKind::B:
-      return again + sum(split ? &OpTimes::backward_input : &OpTimes::backward);
-    case parallel::OpKind::W: return sum(&OpTimes::backward_weight);
-    }
-    return 0.0;
-  };
-  const parallel::Timeline tl =
-      parallel::simulate(s, cost, P > 1 ? send_recv_seconds(pp_link.send_recv, boundary_bytes) : 0);
+  // A profile timed its ops with every rank of a node computing: on a node with fewer cores than
+  // compute threads, an op alone on its cores takes core_share of that, and the simulation
+  // shares the cores out again among the stages computing at each moment.
+  const std::optional<parallel::CoreSharing> sharing = core_sharing(machine, l);
+  const double alone = sharing ? machine.core_share : 1.0;
+  const StageOpCost cost{blk, emb, head, c, split, pricing.recompute, alone};
+  const double transfer = P > 1 ? send_recv_seconds(pp_link.send_recv, boundary_bytes) : 0;
+  const parallel::Timeline tl = sharing ? parallel::simulate(s, cost, transfer, *sharing)
+                                        : parallel::simulate(s, cost, transfer);
+  // Every rank runs the optimizer at once.
+  const double optimizer_share = sharing ? all_busy_share(*sharing) : 1.0;
 
   Prediction pr;
   pr.pipeline_seconds = tl.makespan;
@@ -314,8 +361,9 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
     after_pipeline = std::max(after_pipeline, last.end - tl.makespan + dp.exposed + tied);
     pr.dp_exposed_seconds = std::max(pr.dp_exposed_seconds, dp.exposed);
     const double owned = params / (c.zero ? l.dp : 1);
-    const double adamw = machine.source == "machine" ? 28.0 * owned / machine.memory_bandwidth
-                                                     : machine.optimizer_per_param * owned;
+    const double adamw = machine.source == "machine"
+                             ? 28.0 * owned / machine.memory_bandwidth
+                             : machine.optimizer_per_param * owned * alone / optimizer_share;
     optimizer = std::max(optimizer, adamw + dp.gather);
   }
   // The loss, the gradient norm and the step guard: three scalar all-reduces over the grid.

@@ -248,6 +248,9 @@ std::string profile_to_json(const Profile& p) {
        {"ranks_per_node", p.ranks_per_node},
        {"memory_per_rank_bytes", p.memory_per_rank},
        {"optimizer_s_per_param", p.optimizer_per_param},
+       {"cores_per_node", p.cores_per_node},
+       {"threads_per_rank", p.threads_per_rank},
+       {"core_share", p.core_share},
        {"model", model_json(p.model)},
        {"precision", p.precision},
        {"intra_node", comm_json(p.intra)}};
@@ -312,6 +315,13 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
   p.ranks = r.integer("ranks", 1);
   p.optimizer_per_param = r.number("optimizer_s_per_param", 0);
   p.model = read_model(r.child("model"));
+  // Files from before these fields: a core per thread assumed.
+  if (r.has("cores_per_node")) p.cores_per_node = r.number("cores_per_node", 0);
+  if (r.has("threads_per_rank")) p.threads_per_rank = r.integer("threads_per_rank", 1);
+  if (r.has("core_share")) {
+    p.core_share = r.number("core_share", 0, false);
+    if (p.core_share > 1) r.fail("core_share", fmt::format("= {} is above 1", p.core_share));
+  }
   // Files from before the field timed fp32 products whatever the run's precision.
   if (r.has("precision")) p.precision = r.text("precision");
   if (p.precision != "fp32" && p.precision != "bf16")

@@ -64,6 +64,12 @@ struct Profile {
   layers::ModelConfig model;      // the model the ops were measured for (profile only)
   std::string precision = "fp32"; // of the products its ops timed (profile only)
   std::vector<OpEntry> ops;       // measured ops (profile only)
+  // profile only: the cores of a node (the fewest of any node), 0 when unknown (a file from
+  // before the field): a core per thread assumed
+  double cores_per_node = 0;
+  int threads_per_rank = 1;       // profile only: compute threads of each rank
+  double core_share = 1;          // profile only: the share of a core each compute thread had while
+                                  // the ops were timed (below 1 on an oversubscribed node)
   CommCosts intra;                // links inside a node
   std::optional<CommCosts> inter; // links across nodes (absent: not measured)
   double matmul_flops = 0;        // machine file: sustained FLOP/s of one device's GEMMs

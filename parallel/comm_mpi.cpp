@@ -21,9 +21,9 @@ namespace {
 
 class MpiRequest final : public Request::Impl {
 public:
-  explicit MpiRequest(const char* what) : what_(what) {}
+  MpiRequest(const char* what, WaitFor waits) : what_(what), waits_(waits) {}
   MPI_Request* handle() { return &request_; }
-  void wait() override { complete(request_, what_); }
+  void wait() override { complete(request_, what_, waits_); }
   bool test() override {
     int done = 0;
     GRIDLM_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
@@ -33,6 +33,7 @@ public:
 private:
   MPI_Request request_ = MPI_REQUEST_NULL;
   const char* what_; // the MPI call that posted it, for errors
+  WaitFor waits_;
 };
 
 // MPICH 4.0 (Debian 12's) compares MPI_UINT64_T as signed in MPI_MAX and MPI_MIN, so values
@@ -133,8 +134,8 @@ std::vector<int> world_ranks(MPI_Comm comm) {
   return global;
 }
 
-MpiComm::MpiComm(MpiCommHandle comm, const char* axis)
-    : Comm(comm_rank(*comm), comm_size(*comm)), comm_(std::move(comm)) {
+MpiComm::MpiComm(MpiCommHandle comm, const char* axis, WaitFor waits)
+    : Comm(comm_rank(*comm), comm_size(*comm)), comm_(std::move(comm)), waits_(waits) {
   set_identity(axis, world_ranks(*comm_));
 }
 
@@ -146,7 +147,7 @@ Request MpiComm::start_all_reduce(const void* in, void* out, std::size_t count, 
     GRIDLM_MPI_CHECK(MPI_Allreduce(send, out, n, mpi_datatype(type), mpi_op(op, type), *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>("MPI_Iallreduce");
+  auto req = std::make_unique<MpiRequest>("MPI_Iallreduce", waits_);
   GRIDLM_MPI_CHECK(
       MPI_Iallreduce(send, out, n, mpi_datatype(type), mpi_op(op, type), *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
@@ -160,7 +161,7 @@ Request MpiComm::start_reduce_scatter(const void* in, void* out, std::size_t cou
         MPI_Reduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op, type), *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>("MPI_Ireduce_scatter_block");
+  auto req = std::make_unique<MpiRequest>("MPI_Ireduce_scatter_block", waits_);
   GRIDLM_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, mpi_datatype(type), mpi_op(op, type),
                                              *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
@@ -174,7 +175,7 @@ Request MpiComm::start_all_gather(const void* in, void* out, std::size_t count_p
     GRIDLM_MPI_CHECK(MPI_Allgather(in, n, t, out, n, t, *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>("MPI_Iallgather");
+  auto req = std::make_unique<MpiRequest>("MPI_Iallgather", waits_);
   GRIDLM_MPI_CHECK(MPI_Iallgather(in, n, t, out, n, t, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }
@@ -185,7 +186,7 @@ Request MpiComm::start_broadcast(void* data, std::size_t count, DType type, int 
     GRIDLM_MPI_CHECK(MPI_Bcast(data, n, mpi_datatype(type), root, *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>("MPI_Ibcast");
+  auto req = std::make_unique<MpiRequest>("MPI_Ibcast", waits_);
   GRIDLM_MPI_CHECK(MPI_Ibcast(data, n, mpi_datatype(type), root, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }
@@ -197,7 +198,7 @@ Request MpiComm::start_send(const void* data, std::size_t count, DType type, int
     GRIDLM_MPI_CHECK(MPI_Send(data, n, mpi_datatype(type), peer, tag, *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>("MPI_Isend");
+  auto req = std::make_unique<MpiRequest>("MPI_Isend", waits_);
   GRIDLM_MPI_CHECK(MPI_Isend(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }
@@ -209,7 +210,7 @@ Request MpiComm::start_recv(void* data, std::size_t count, DType type, int peer,
     GRIDLM_MPI_CHECK(MPI_Recv(data, n, mpi_datatype(type), peer, tag, *comm_, MPI_STATUS_IGNORE));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>("MPI_Irecv");
+  auto req = std::make_unique<MpiRequest>("MPI_Irecv", waits_);
   GRIDLM_MPI_CHECK(MPI_Irecv(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }

@@ -6,6 +6,7 @@
 
 #include "parallel/comm.hpp"
 #include "parallel/mpi_comm_handle.hpp"
+#include "parallel/wait_policy.hpp"
 
 namespace gridlm::parallel {
 
@@ -25,8 +26,8 @@ bool mpi_reads_cuda_memory();
 
 class MpiComm final : public Comm {
 public:
-  // axis: how the flight recorder names it (a literal).
-  explicit MpiComm(MpiCommHandle comm, const char* axis = "comm");
+  // axis: how the flight recorder names it (a literal); waits: what its ranks wait for.
+  explicit MpiComm(MpiCommHandle comm, const char* axis = "comm", WaitFor waits = WaitFor::peers);
   const char* backend() const override { return "mpi"; }
   MPI_Comm raw() const { return *comm_; }
 
@@ -45,6 +46,7 @@ protected:
 
 private:
   MpiCommHandle comm_;
+  WaitFor waits_;
 };
 
 } // namespace gridlm::parallel

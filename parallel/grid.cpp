@@ -14,6 +14,8 @@
 
 namespace gridlm::parallel {
 
+WaitFor axis_waits(Axis a) { return a == Axis::pp ? WaitFor::neighbour_op : WaitFor::peers; }
+
 const char* axis_name(Axis a) {
   switch (a) {
   case Axis::dp: return "dp";
@@ -122,7 +124,7 @@ MPI_Comm Grid::axis_comm(Axis axis) const { return *axis_[static_cast<int>(axis)
 MpiCommHandle Grid::axis_handle(Axis axis) const { return axis_[static_cast<int>(axis)]; }
 
 std::unique_ptr<Comm> Grid::make_mpi_comm(Axis axis) const {
-  return std::make_unique<MpiComm>(axis_handle(axis), axis_name(axis));
+  return std::make_unique<MpiComm>(axis_handle(axis), axis_name(axis), axis_waits(axis));
 }
 
 std::vector<RankInfo> Grid::gather_table() const {

@@ -14,11 +14,15 @@
 #include "parallel/diagnostics.hpp"
 #include "parallel/layout.hpp"
 #include "parallel/mpi_comm_handle.hpp"
+#include "parallel/wait_policy.hpp"
 
 namespace gridlm::parallel {
 
 enum class Axis { dp = 0, pp = 1, tp = 2 };
 const char* axis_name(Axis a);
+// What the ranks of an axis wait for: pipeline stages for their neighbours' ops, the others for
+// peers computing the same op.
+WaitFor axis_waits(Axis a);
 
 struct GridOptions {
   LayoutRequest layout;               // requested axis sizes; 0 means auto

@@ -80,4 +80,20 @@ Timeline simulate(const Schedule& s, const OpCosts& costs);
 using OpCostFn = std::function<double(int stage, const Op& op)>;
 Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer);
 
+// Stages whose ranks share a node's cores. Where more threads compute at once than the node has
+// cores, the operating system shares the cores fairly and a waiting rank yields its core
+// (parallel.wait): a stage computing runs at cores / (threads computing) of its speed alone,
+// and faster again when the stages beside it wait.
+struct CoreSharing {
+  double cores = 0;                    // per node
+  double threads_per_rank = 1;         // compute threads of each rank
+  std::vector<std::vector<int>> ranks; // ranks[stage][node]: the stage's ranks on each node
+                                       // (all its data-parallel replicas, which run alike)
+};
+// The same with `cost` the seconds of an op with a core per thread: each op's progress is
+// shared out by `sharing` as stages start and stop computing (a processor-sharing simulation).
+// With cores to spare it gives what simulate(s, cost, transfer) gives.
+Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer,
+                  const CoreSharing& sharing);
+
 } // namespace gridlm::parallel

@@ -3,6 +3,7 @@
 //   B(micro, q) needs F(micro, q) on its own stage and B(micro, q + 1) from the stage of
 //   virtual stage q + 1 (a gradient); W(micro, q) needs B(micro, q) on its own stage.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -44,6 +45,38 @@ std::vector<Dep> dependencies(const Schedule& s, int stage, const Op& op) {
   case OpKind::W: deps.push_back({key(OpKind::B, op.micro, q), false}); break;
   }
   return deps;
+}
+
+// Makespan, bubble and the activations each stage holds, from the slots.
+void summarise(const Schedule& s, Timeline& tl) {
+  const bool split = s.kind == ScheduleKind::zb_h1;
+  tl.peak_in_flight.assign(s.stages, 0);
+  double busy = 0.0;
+  for (int st = 0; st < s.stages; ++st) {
+    int held = 0;
+    for (const auto& slot : tl.stages[st]) {
+      busy += slot.end - slot.start;
+      tl.makespan = std::max(tl.makespan, slot.end);
+      // Activations are held from F until the last op that needs them (B, or W when split).
+      if (slot.op.kind == OpKind::F) ++held;
+      if (slot.op.kind == (split ? OpKind::W : OpKind::B)) --held;
+      tl.peak_in_flight[st] = std::max(tl.peak_in_flight[st], held);
+    }
+  }
+  tl.bubble = tl.makespan > 0 ? 1.0 - busy / (s.stages * tl.makespan) : 0.0;
+}
+
+// The time stage `st`'s next op may start: its stage free and its inputs arrived (infinity while
+// an input is not yet produced).
+double ready_time(const Schedule& s, int st, const Op& op, double free_at,
+                  const std::map<Key, double>& end, double transfer) {
+  double ready = free_at;
+  for (const Dep& d : dependencies(s, st, op)) {
+    const auto it = end.find(d.key);
+    if (it == end.end()) return std::numeric_limits<double>::infinity();
+    ready = std::max(ready, it->second + (d.remote ? transfer : 0.0));
+  }
+  return ready;
 }
 
 } // namespace
@@ -135,10 +168,8 @@ Timeline simulate(const Schedule& s, const OpCosts& c) {
 }
 
 Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer) {
-  const bool split = s.kind == ScheduleKind::zb_h1;
   Timeline tl;
   tl.stages.resize(s.stages);
-  tl.peak_in_flight.assign(s.stages, 0);
   std::map<Key, double> end;
   std::vector<std::size_t> next(s.stages, 0);
   std::vector<double> free_at(s.stages, 0.0);
@@ -147,17 +178,8 @@ Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer) {
     for (int st = 0; st < s.stages; ++st) {
       while (next[st] < s.ops[st].size()) {
         const Op& op = s.ops[st][next[st]];
-        double ready = free_at[st];
-        bool known = true;
-        for (const Dep& d : dependencies(s, st, op)) {
-          const auto it = end.find(d.key);
-          if (it == end.end()) {
-            known = false;
-            break;
-          }
-          ready = std::max(ready, it->second + (d.remote ? transfer : 0.0));
-        }
-        if (!known) break;
+        const double ready = ready_time(s, st, op, free_at[st], end, transfer);
+        if (ready == std::numeric_limits<double>::infinity()) break;
         const double finish = ready + cost(st, op);
         end[key(op.kind, op.micro, virtual_stage(s, st, op))] = finish;
         tl.stages[st].push_back({op, ready, finish});
@@ -167,19 +189,64 @@ Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer) {
       }
     }
   }
-  double busy = 0.0;
-  for (int st = 0; st < s.stages; ++st) {
-    int held = 0;
-    for (const auto& slot : tl.stages[st]) {
-      busy += slot.end - slot.start;
-      tl.makespan = std::max(tl.makespan, slot.end);
-      // Activations are held from F until the last op that needs them (B, or W when split).
-      if (slot.op.kind == OpKind::F) ++held;
-      if (slot.op.kind == (split ? OpKind::W : OpKind::B)) --held;
-      tl.peak_in_flight[st] = std::max(tl.peak_in_flight[st], held);
+  summarise(s, tl);
+  return tl;
+}
+
+Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer,
+                  const CoreSharing& sharing) {
+  constexpr double never = std::numeric_limits<double>::infinity();
+  const int P = s.stages;
+  std::size_t nodes = 0;
+  for (const auto& r : sharing.ranks)
+    nodes = std::max(nodes, r.size());
+  Timeline tl;
+  tl.stages.resize(P);
+  std::map<Key, double> end;
+  std::vector<std::size_t> next(P, 0);
+  std::vector<double> free_at(P, 0.0), left(P, 0.0), started(P, 0.0), ready(P, never), rate(P, 1.0);
+  std::vector<char> running(P, 0);
+  for (double now = 0.0;;) {
+    for (int st = 0; st < P; ++st) {
+      if (running[st]) continue;
+      if (next[st] == s.ops[st].size()) {
+        ready[st] = never;
+        continue;
+      }
+      const Op& op = s.ops[st][next[st]];
+      ready[st] = ready_time(s, st, op, free_at[st], end, transfer);
+      if (ready[st] <= now) running[st] = 1, left[st] = cost(st, op), started[st] = now;
+    }
+    // Each computing stage runs at the share of a core its most crowded node gives a thread.
+    std::vector<double> computing(nodes, 0.0);
+    for (int st = 0; st < P; ++st) {
+      for (std::size_t n = 0; running[st] && n < sharing.ranks[st].size(); ++n)
+        computing[n] += sharing.ranks[st][n] * sharing.threads_per_rank;
+    }
+    double step = never;
+    for (int st = 0; st < P; ++st) {
+      rate[st] = 1.0;
+      for (std::size_t n = 0; n < sharing.ranks[st].size(); ++n) {
+        if (sharing.ranks[st][n] > 0 && computing[n] > sharing.cores)
+          rate[st] = std::min(rate[st], sharing.cores / computing[n]);
+      }
+      step = std::min(step, running[st] ? left[st] / rate[st] : ready[st] - now);
+    }
+    if (step == never) break; // every op done
+    now += step;
+    for (int st = 0; st < P; ++st) {
+      if (!running[st]) continue;
+      if (left[st] / rate[st] > step * (1 + 1e-12)) {
+        left[st] -= rate[st] * step;
+        continue;
+      }
+      const Op& op = s.ops[st][next[st]];
+      end[key(op.kind, op.micro, virtual_stage(s, st, op))] = now;
+      tl.stages[st].push_back({op, started[st], now});
+      free_at[st] = now, running[st] = 0, ++next[st];
     }
   }
-  tl.bubble = tl.makespan > 0 ? 1.0 - busy / (s.stages * tl.makespan) : 0.0;
+  summarise(s, tl);
   return tl;
 }
 

@@ -2,6 +2,7 @@
 #include "parallel/wait_policy.hpp"
 
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -98,7 +99,7 @@ std::string describe_wait_policy() {
       chosen_because, chosen_before_agreeing ? "; another rank asked for yield" : "");
 }
 
-void complete(MPI_Request& request, const char* what) {
+void complete(MPI_Request& request, const char* what, WaitFor kind) {
   // Errors name the operation waited for, not only the MPI_Wait or MPI_Test that saw them.
   const auto check = [what](int rc, const char* call) {
     if (rc != MPI_SUCCESS) {
@@ -110,14 +111,22 @@ void complete(MPI_Request& request, const char* what) {
     check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
     return;
   }
-  // Only yielding, never sleeping: sleeps of 20 us to 1 ms between polls made tiny-model steps
-  // at 4 and 8 ranks on 2 cores 1.4-2x slower than yields (each wake-up pre-empts a computing
-  // rank, and a rendezvous message needs several polls).
+  // Peers only yield: sleeps of 20 us to 1 ms between polls made tiny-model steps at 4 and 8
+  // ranks on 2 cores 1.4-2x slower than yields (each wake-up pre-empts a computing rank, and a
+  // rendezvous message needs several polls). A neighbour's op is worth sleeping through once
+  // the wait has outlasted a message's round trips.
+  constexpr double yield_for = 1e-3;
+  const timespec nap{0, 100'000};
+  const double start = kind == WaitFor::neighbour_op ? MPI_Wtime() : 0.0;
   for (;;) {
     int done = 0;
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
-    sched_yield();
+    if (kind == WaitFor::neighbour_op && MPI_Wtime() - start > yield_for) {
+      nanosleep(&nap, nullptr);
+    } else {
+      sched_yield();
+    }
   }
 }
 

@@ -51,7 +51,16 @@ WaitPolicy set_job_wait_policy(const std::string& setting, MPI_Comm world,
 // cores; this one 4 rank(s) on 2 core(s))", for the start-up report: the last choice made.
 std::string describe_wait_policy();
 
+// What a rank waits for. Ranks of a tensor- or data-parallel group compute the same op and wait
+// for each other briefly; a pipeline stage waits for its neighbour's whole op (milliseconds to
+// seconds).
+enum class WaitFor { peers, neighbour_op };
+
 // Completes `request`, an operation `what` ("MPI_Iallreduce") posted, under the process's policy.
-void complete(MPI_Request& request, const char* what);
+// Under yield, a wait for a neighbour's op that has lasted 1 ms sleeps 100 us between polls:
+// Linux's EEVDF scheduler still gives a rank that only yields about half of a core it shares
+// with a computing rank (2 pipeline stages on one core: 144 ms a step against 75 ms for one
+// rank alone).
+void complete(MPI_Request& request, const char* what, WaitFor kind = WaitFor::peers);
 
 } // namespace gridlm::parallel

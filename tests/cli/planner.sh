@@ -14,6 +14,18 @@ tp=1
 for t in 2 4; do ((ranks % t == 0 && heads % t == 0)) && tp+=",$t"; done
 "$mpiexec" -n "$ranks" "$gridlm" profile --config "$config" --tp "$tp" --micro-batches 1,2,4 \
   --repeats 2 -o "$out/profile.json"
+# It records the node's cores (at most the CPUs this shell may use) and the share of one each
+# rank had while the ops were timed.
+/usr/bin/python3 - "$out/profile.json" "$ranks" "$(nproc)" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+ranks, cpus = int(sys.argv[2]), int(sys.argv[3])
+cores = p['cores_per_node']
+share = min(1.0, cores / (ranks * p['threads_per_rank']))
+if not 1 <= cores <= cpus or abs(p['core_share'] - share) > 1e-9:
+    sys.exit(f"FAIL: the profile records {cores} cores and a share of {p['core_share']}; "
+             f"want 1 to {cpus} cores and a share of {share}")
+PY
 "$mpiexec" -n 1 "$gridlm" plan --auto --ranks "$ranks" --config "$config" \
   --profile "$out/profile.json" --json "$out/plan.json" --top 5
 mapfile -t flags < <(/usr/bin/python3 -c "

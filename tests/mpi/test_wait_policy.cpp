@@ -1,16 +1,18 @@
 // parallel/wait_policy: what the job's nodes give their ranks, the policy chosen from them and
 // from parallel.wait, agreed by every rank, and that the runtime chose it before the first test.
 // That operations give the same results under either policy is tested in test_comm (every
-// operation, both policies).
+// operation, both policies); here, that a pipeline's wait sleeps through a neighbour's op.
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <vector>
 
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/grid.hpp"
 #include "parallel/wait_policy.hpp"
 
 using namespace gridlm;
@@ -142,22 +144,65 @@ TEST_F(WaitPolicyTest, TheRanksOfAJobAgreeOnOnePolicy) {
       << describe_wait_policy();
 }
 
-TEST_F(WaitPolicyTest, AYieldingWaitCompletesALateMessage) {
+namespace {
+
+// A ring (a rank sends to itself at 1 rank): the receives are posted, then rank 0 sends
+// `late_us` late, so its right neighbour's receive completes only by the polls of its wait.
+struct RingWait {
+  int received = -1, left = 0;
+  MPI_Request recv = MPI_REQUEST_NULL, send = MPI_REQUEST_NULL;
+  double wall = 0, cpu = 0; // seconds the receive took, and this thread's CPU time in it
+};
+RingWait late_ring(int tag, useconds_t late_us, WaitFor kind) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  RingWait r;
+  r.left = (rank + size - 1) % size;
+  int sent = 1000 * tag + rank;
+  MPI_Irecv(&r.received, 1, MPI_INT, r.left, tag, MPI_COMM_WORLD, &r.recv);
+  if (rank == 0) usleep(late_us);
+  MPI_Isend(&sent, 1, MPI_INT, (rank + 1) % size, tag, MPI_COMM_WORLD, &r.send);
+  timespec cpu0{}, cpu1{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+  const double wall0 = MPI_Wtime();
+  complete(r.recv, "MPI_Irecv", kind);
+  r.wall = MPI_Wtime() - wall0;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+  r.cpu = double(cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * double(cpu1.tv_nsec - cpu0.tv_nsec);
+  complete(r.send, "MPI_Isend", kind);
+  EXPECT_EQ(r.received, 1000 * tag + r.left);
+  return r;
+}
+
+} // namespace
+
+TEST_F(WaitPolicyTest, AYieldingWaitCompletesALateMessage) {
   set_wait_policy(WaitPolicy::yield);
-  // A ring (a rank sends to itself at 1 rank); the receives are posted, then rank 0 sends late,
-  // so its right neighbour's receive completes only by the polls of a yielding wait.
-  const int left = (rank + size - 1) % size, right = (rank + 1) % size;
-  int received = -1, sent = 1000 + rank;
-  MPI_Request recv = MPI_REQUEST_NULL, send = MPI_REQUEST_NULL;
-  MPI_Irecv(&received, 1, MPI_INT, left, 7, MPI_COMM_WORLD, &recv);
-  if (rank == 0) usleep(50'000);
-  MPI_Isend(&sent, 1, MPI_INT, right, 7, MPI_COMM_WORLD, &send);
-  complete(recv, "MPI_Irecv");
-  complete(send, "MPI_Isend");
-  EXPECT_EQ(received, 1000 + left);
-  EXPECT_EQ(recv, MPI_REQUEST_NULL); // completed and freed
-  EXPECT_EQ(send, MPI_REQUEST_NULL);
+  const RingWait r = late_ring(7, 50'000, WaitFor::peers);
+  EXPECT_EQ(r.recv, MPI_REQUEST_NULL); // completed and freed
+  EXPECT_EQ(r.send, MPI_REQUEST_NULL);
+}
+
+TEST_F(WaitPolicyTest, AWaitForANeighboursOpSleepsThroughIt) {
+  set_wait_policy(WaitPolicy::yield);
+  // Rank 0 sends 200 ms late: its right neighbour waits as a pipeline stage waits for the stage
+  // before it, and after the first millisecond sleeps between polls instead of yielding, so it
+  // uses little of its core (a yielding wait takes all of a free core, and about half of one it
+  // shares with a computing rank).
+  const RingWait r = late_ring(8, 200'000, WaitFor::neighbour_op);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1 && rank == 1) {
+    ASSERT_GT(r.wall, 0.1) << "rank 1 waited for rank 0's late message";
+    EXPECT_LT(r.cpu, 0.25 * r.wall)
+        << "the waiting rank computed " << r.cpu << " s of " << r.wall << " s";
+  }
+}
+
+TEST(WaitFor, PipelineStagesWaitForTheirNeighboursOps) {
+  EXPECT_EQ(axis_waits(Axis::pp), WaitFor::neighbour_op);
+  EXPECT_EQ(axis_waits(Axis::tp), WaitFor::peers);
+  EXPECT_EQ(axis_waits(Axis::dp), WaitFor::peers);
 }

@@ -132,6 +132,48 @@ TEST(Planner, StageTransfersCrossNodesWhereAnyReplicaStraddlesOne) {
   EXPECT_GE(across - inside, 4.0);
 }
 
+TEST(Planner, StagesShareAnOversubscribedNodesCores) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  for (OpEntry& e : p.ops)
+    e.embedding = e.head = OpTimes{}; // uniform stages
+  p.optimizer_per_param = 1e-6;
+  // Timed as 4 ranks on a node of 2 cores: every op ran at half its speed alone.
+  p.ranks_per_node = 4, p.cores_per_node = 2, p.threads_per_rank = 1, p.core_share = 0.5;
+  Profile as_timed = p;
+  as_timed.cores_per_node = 0; // a file without the fields: every op priced as measured
+  // dp 4: every rank computes all the time, so every op and the optimizer run as timed.
+  const Candidate dp4 = candidate(4, 1, 1, "1f1b", 1, 2, {4});
+  EXPECT_NEAR(predict(c, dp4, p).step_seconds, predict(c, dp4, as_timed).step_seconds, 1e-9);
+  // pp 4 with one micro-batch: one stage computes at a time, alone on a core, at twice the
+  // timed speed (F 4 x 1 s + B 4 x 2 s timed, 6 s alone); the optimizer, every rank busy, as
+  // timed.
+  const Candidate pp4 = candidate(1, 4, 1, "1f1b", 1, 1, {1, 1, 1, 1});
+  const Prediction shared = predict(c, pp4, p), timed = predict(c, pp4, as_timed);
+  EXPECT_DOUBLE_EQ(timed.pipeline_seconds, 12.0);
+  EXPECT_NEAR(shared.pipeline_seconds, 6.0, 1e-9);
+  EXPECT_NEAR(shared.optimizer_seconds, timed.optimizer_seconds, 1e-15);
+  // pp 4 with 8 micro-batches: the stages overlap, 4 computing on 2 cores in the steady state;
+  // between the one-at-a-time and the fully shared extremes.
+  const Candidate pp4m8 = candidate(1, 4, 1, "1f1b", 1, 8, {1, 1, 1, 1});
+  const double overlapped = predict(c, pp4m8, p).pipeline_seconds;
+  EXPECT_GT(overlapped, predict(c, pp4m8, as_timed).pipeline_seconds * 0.5);
+  EXPECT_LT(overlapped, predict(c, pp4m8, as_timed).pipeline_seconds);
+  // 2 ranks on the same 2 cores never share one: every op at its speed alone.
+  const Candidate dp2 = candidate(2, 1, 1, "1f1b", 1, 2, {4});
+  EXPECT_NEAR(predict(c, dp2, p).pipeline_seconds, 0.5 * predict(c, dp2, as_timed).pipeline_seconds,
+              1e-9);
+  EXPECT_NEAR(predict(c, dp2, p).optimizer_seconds,
+              0.5 * predict(c, dp2, as_timed).optimizer_seconds, 1e-15);
+  // Nodes of 2 ranks on 1 core: dp 2 x pp 2 puts each replica's two stages on a node of its own,
+  // which computes one stage at a time at one rank's speed alone.
+  p.ranks_per_node = 2, p.cores_per_node = 1;
+  as_timed.ranks_per_node = 2;
+  const Candidate replicas = candidate(2, 2, 1, "1f1b", 1, 1, {2, 2});
+  EXPECT_NEAR(predict(c, replicas, p).pipeline_seconds,
+              0.5 * predict(c, replicas, as_timed).pipeline_seconds, 1e-9);
+}
+
 TEST(Planner, MachineFileCountsFlops) {
   RunConfig c = small_config();
   Profile m;

@@ -19,6 +19,9 @@ Profile sample_profile() {
   p.ranks_per_node = 2;
   p.memory_per_rank = 3e9;
   p.optimizer_per_param = 2.5e-9;
+  p.cores_per_node = 1;
+  p.threads_per_rank = 1;
+  p.core_share = 0.5;
   p.model.n_layer = 6;
   p.model.vocab_size = 1000;
   p.ops.push_back(
@@ -57,6 +60,15 @@ TEST(Profile, RoundTripKeepsEveryField) {
   ASSERT_TRUE(q.inter.has_value());
   EXPECT_DOUBLE_EQ(q.inter->send_recv.latency, 5e-6);
   EXPECT_EQ(q.precision, "fp32");
+  EXPECT_DOUBLE_EQ(q.cores_per_node, 1);
+  EXPECT_EQ(q.threads_per_rank, 1);
+  EXPECT_DOUBLE_EQ(q.core_share, 0.5);
+  // Files from before the cores were recorded: a core per thread.
+  nlohmann::json before = nlohmann::json::parse(profile_to_json(p));
+  before.erase("cores_per_node"), before.erase("threads_per_rank"), before.erase("core_share");
+  const Profile b = profile_from_json(before.dump(), "test");
+  EXPECT_DOUBLE_EQ(b.cores_per_node, 0);
+  EXPECT_DOUBLE_EQ(b.core_share, 1);
   // Without inter-node costs, none come back.
   Profile one = p;
   one.inter.reset();
@@ -179,6 +191,14 @@ TEST(Profile, BadFieldsAreNamed) {
   EXPECT_NE(with([](auto& j) {
               j["model"]["n_layer"] = "six";
             }).find("field 'model.n_layer' is not an integer"),
+            std::string::npos);
+  EXPECT_NE(
+      with([](auto& j) { j["core_share"] = 1.5; }).find("field 'core_share' = 1.5 is above 1"),
+      std::string::npos);
+  EXPECT_NE(
+      with([](auto& j) { j["core_share"] = 0; }).find("field 'core_share' = 0 must be above 0"),
+      std::string::npos);
+  EXPECT_NE(with([](auto& j) { j["threads_per_rank"] = 0; }).find("field 'threads_per_rank' = 0"),
             std::string::npos);
   EXPECT_NE(error_of("[1, 2]").find("is not a JSON object"), std::string::npos);
   // A number past double's range is nlohmann's out_of_range, not a parse error: still named.

@@ -1,9 +1,13 @@
 // Pipeline schedules as data: every kind is checked exhaustively over p <= 8, m <= 32, v <= 4;
 // the checker catches broken schedules; the simulator reproduces the known bubble formulas
-// with uniform costs, and zb-h1 beats 1f1b within 1f1b's activation memory.
+// with uniform costs, and zb-h1 beats 1f1b within 1f1b's activation memory; sharing a node's
+// cores slows the stages computing at once and nothing else.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "parallel/diagnostics.hpp"
 #include "parallel/schedule.hpp"
@@ -133,6 +137,104 @@ TEST(Simulator, TransfersAndGPipeMemory) {
   EXPECT_EQ(g.peak_in_flight[0], 8) << "fill-drain holds every micro-batch";
   const Timeline free = simulate(make_schedule(ScheduleKind::gpipe, 4, 8), {1, 2, 0, 0});
   EXPECT_NEAR(g.makespan - free.makespan, 2 * 3 * 0.5, 1e-12) << "3 hops forward and back";
+}
+
+namespace {
+
+// Every training schedule the planner prices, at a few sizes.
+std::vector<Schedule> some_schedules() {
+  std::vector<Schedule> out;
+  for (int p : {1, 2, 4}) {
+    for (int m : {1, 4, 8}) {
+      for (ScheduleKind k : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1})
+        out.push_back(make_schedule(k, p, m));
+      if (m % p == 0) out.push_back(make_schedule(ScheduleKind::interleaved, p, m, 2));
+    }
+  }
+  return out;
+}
+
+// Uneven costs: later stages and backward ops cost more.
+double uneven(int stage, const Op& op) {
+  return (1.0 + 0.25 * stage + 0.1 * op.chunk) * (op.kind == OpKind::F ? 1.0 : 1.7);
+}
+
+void expect_same_timeline(const Timeline& a, const Timeline& b, const std::string& what) {
+  ASSERT_EQ(a.stages.size(), b.stages.size()) << what;
+  for (std::size_t st = 0; st < a.stages.size(); ++st) {
+    ASSERT_EQ(a.stages[st].size(), b.stages[st].size()) << what;
+    for (std::size_t i = 0; i < a.stages[st].size(); ++i) {
+      EXPECT_TRUE(a.stages[st][i].op == b.stages[st][i].op) << what;
+      EXPECT_NEAR(a.stages[st][i].start, b.stages[st][i].start, 1e-9) << what << " stage " << st;
+      EXPECT_NEAR(a.stages[st][i].end, b.stages[st][i].end, 1e-9) << what << " stage " << st;
+    }
+  }
+  EXPECT_NEAR(a.makespan, b.makespan, 1e-9) << what;
+  EXPECT_EQ(a.peak_in_flight, b.peak_in_flight) << what;
+}
+
+std::string name(const Schedule& s) {
+  return fmt::format("{} p={} m={} v={}", schedule_name(s.kind), s.stages, s.micro_batches,
+                     s.chunks);
+}
+
+} // namespace
+
+TEST(SharedCores, WithACorePerThreadItIsThePlainSimulation) {
+  for (const Schedule& s : some_schedules()) {
+    CoreSharing one_node{double(s.stages) * 2, 2, {}};
+    one_node.ranks.assign(s.stages, {1});
+    expect_same_timeline(simulate(s, uneven, 0.3, one_node), simulate(s, uneven, 0.3),
+                         name(s) + ", a core per thread");
+    // A core each, but every stage on a node of its own: stages never slow each other.
+    CoreSharing own_nodes{1, 1, {}};
+    for (int st = 0; st < s.stages; ++st) {
+      own_nodes.ranks.emplace_back(s.stages, 0);
+      own_nodes.ranks[st][st] = 1;
+    }
+    expect_same_timeline(simulate(s, uneven, 0.3, own_nodes), simulate(s, uneven, 0.3),
+                         name(s) + ", a node per stage");
+  }
+}
+
+TEST(SharedCores, OneCoreRunsAllTheWorkWithoutIdling) {
+  // Without transfers some stage can always compute, and one core serves whoever does: the
+  // makespan is the sum of every op's time.
+  for (const Schedule& s : some_schedules()) {
+    double work = 0;
+    for (int st = 0; st < s.stages; ++st) {
+      for (const Op& op : s.ops[st])
+        work += uneven(st, op);
+    }
+    CoreSharing one_core{1, 1, {}};
+    one_core.ranks.assign(s.stages, {1});
+    EXPECT_NEAR(simulate(s, uneven, 0.0, one_core).makespan, work, 1e-9 * work) << name(s);
+  }
+}
+
+TEST(SharedCores, TwoStagesOnOneCoreByHand) {
+  // GPipe over 2 stages, 2 micro-batches, F = 1 and B = 2 with a core each: stage 0 F0 [0,1],
+  // F1 [1,2]; stage 1 F0 [1,2], F1 [2,3], B0 [3,5], B1 [5,7]; stage 0 B0 [5,7], B1 [7,9].
+  // On one core, two stages computing at once each go at half speed.
+  const Schedule s = make_schedule(ScheduleKind::gpipe, 2, 2);
+  const auto cost = [](int, const Op& op) { return op.kind == OpKind::F ? 1.0 : 2.0; };
+  const CoreSharing one_core{1, 1, {{1}, {1}}};
+  const Timeline t = simulate(s, cost, 0.0, one_core);
+  const std::vector<std::vector<std::pair<double, double>>> want{
+      {{0, 1}, {1, 3}, {6, 10}, {10, 12}}, // F1 beside stage 1's F0, B0 beside its B1
+      {{1, 3}, {3, 4}, {4, 6}, {6, 10}}};
+  for (int st = 0; st < 2; ++st) {
+    ASSERT_EQ(t.stages[st].size(), 4u);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_DOUBLE_EQ(t.stages[st][i].start, want[st][i].first) << "stage " << st << " op " << i;
+      EXPECT_DOUBLE_EQ(t.stages[st][i].end, want[st][i].second) << "stage " << st << " op " << i;
+    }
+  }
+  EXPECT_DOUBLE_EQ(t.makespan, 12);
+  // Replicas and threads count as ranks computing: 2 replicas of each stage on 2 cores, or one
+  // rank of 2 threads each, share the cores as one rank each does one core.
+  expect_same_timeline(simulate(s, cost, 0.0, CoreSharing{2, 1, {{2}, {2}}}), t, "2 replicas");
+  expect_same_timeline(simulate(s, cost, 0.0, CoreSharing{2, 2, {{1}, {1}}}), t, "2 threads");
 }
 
 TEST(GroupedTransfers, PairsEachSendWithItsReceive) {
