@@ -242,7 +242,8 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("--ranks", cmd->ranks, "--auto: ranks of the job (default: this launch's)")
       ->check(positive_number());
   sub->add_option("--ranks-per-node", cmd->ranks_per_node,
-                  "--auto: ranks (devices) per node (default: the profile's)")
+                  "--auto: ranks (devices) per node (default: the profile's; nodes of another "
+                  "size are assumed to give each rank's threads a core each)")
       ->check(positive_number());
   sub->add_option("--global-batch", cmd->global_batch,
                   "--auto: sequences per optimizer step (default: micro_batch x grad_accum x dp "

@@ -332,7 +332,7 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
   // compute threads, an op alone on its cores takes core_share of that, and the simulation
   // shares the cores out again among the stages computing at each moment.
   const std::optional<parallel::CoreSharing> sharing = core_sharing(machine, l);
-  const double alone = sharing ? machine.core_share : 1.0;
+  const double alone = machine.source == "profile" ? machine.core_share : 1.0;
   const StageOpCost cost{blk, emb, head, c, split, pricing.recompute, alone};
   const double transfer = P > 1 ? send_recv_seconds(pp_link.send_recv, boundary_bytes) : 0;
   const parallel::Timeline tl = sharing ? parallel::simulate(s, cost, transfer, *sharing)
@@ -413,7 +413,12 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
                         const Profile& machine) {
   if (request.ranks < 1) throw Error("--ranks must be at least 1");
   Profile prof = machine;
-  if (request.ranks_per_node > 0) prof.ranks_per_node = request.ranks_per_node;
+  if (request.ranks_per_node > 0 && request.ranks_per_node != prof.ranks_per_node) {
+    // Nodes of another size than the profile's: their cores are not known, a core per thread
+    // is assumed (what a cluster's nodes give their ranks).
+    prof.ranks_per_node = request.ranks_per_node;
+    prof.cores_per_node = 0;
+  }
   if (request.ranks > prof.ranks_per_node && !prof.inter) {
     throw Error(fmt::format("{} ranks of {} per node span nodes, but the profile has no costs "
                             "across nodes (it was measured on one node): profile on two nodes or "

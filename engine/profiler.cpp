@@ -249,13 +249,19 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   const layers::Precision precision = parse_precision(req.precision);
   const double available = node_available_bytes();
   // GPU builds hold the model in device memory, which the engine's estimate does not check.
-  p.memory_per_rank = available > 0 && !build::cuda ? -slowest(-available / node_size, world) : 0;
+  // Every rank takes part in the minimum (a node that cannot read MemAvailable offers none).
+  constexpr double unknown = 1e300;
+  const double smallest = -slowest(-(available > 0 ? available / node_size : unknown), world);
+  p.memory_per_rank = build::cuda || smallest >= unknown ? 0 : smallest;
   // The ops below are timed with every rank computing: on a node with more compute threads than
   // cores each gets its share, which the planner takes out again for layouts whose stages wait.
+  // The three from the most crowded node, so that they agree with ranks_per_node (the most
+  // ranks of any node). Device builds compute on GPUs: their CPU cores are not shared out.
   const parallel::NodeCores cores = parallel::node_cores(world, layers::compute_threads_per_rank());
-  p.cores_per_node = -slowest(-double(cores.cores), world);
   p.threads_per_rank = std::max(1, cores.threads / cores.ranks);
   p.core_share = -slowest(-std::min(1.0, double(cores.cores) / cores.threads), world);
+  p.cores_per_node = p.core_share * p.ranks_per_node * p.threads_per_rank;
+  if (build::cuda) p.core_share = 1, p.cores_per_node = 0;
   for (const int t : req.tp) {
     for (const int b : req.micro_batches)
       p.ops.push_back(time_entry(req.model, precision, t, b, req.repeats, world));

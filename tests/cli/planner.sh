@@ -16,7 +16,8 @@ for t in 2 4; do ((ranks % t == 0 && heads % t == 0)) && tp+=",$t"; done
   --repeats 2 -o "$out/profile.json"
 # It records the node's cores (at most the CPUs this shell may use) and the share of one each
 # rank had while the ops were timed.
-/usr/bin/python3 - "$out/profile.json" "$ranks" "$(nproc)" <<'PY'
+cpus=$(/usr/bin/python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+/usr/bin/python3 - "$out/profile.json" "$ranks" "$cpus" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 ranks, cpus = int(sys.argv[2]), int(sys.argv[3])

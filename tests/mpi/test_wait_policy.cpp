@@ -159,6 +159,10 @@ RingWait late_ring(int tag, useconds_t late_us, WaitFor kind) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   RingWait r;
   r.left = (rank + size - 1) % size;
+  // Started together, so that rank 0's delay is the whole of its neighbour's wait.
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &barrier);
+  complete(barrier, "MPI_Ibarrier");
   int sent = 1000 * tag + rank;
   MPI_Irecv(&r.received, 1, MPI_INT, r.left, tag, MPI_COMM_WORLD, &r.recv);
   if (rank == 0) usleep(late_us);

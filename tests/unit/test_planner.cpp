@@ -141,7 +141,7 @@ TEST(Planner, StagesShareAnOversubscribedNodesCores) {
   // Timed as 4 ranks on a node of 2 cores: every op ran at half its speed alone.
   p.ranks_per_node = 4, p.cores_per_node = 2, p.threads_per_rank = 1, p.core_share = 0.5;
   Profile as_timed = p;
-  as_timed.cores_per_node = 0; // a file without the fields: every op priced as measured
+  as_timed.cores_per_node = 0, as_timed.core_share = 1; // a file without the fields: as measured
   // dp 4: every rank computes all the time, so every op and the optimizer run as timed.
   const Candidate dp4 = candidate(4, 1, 1, "1f1b", 1, 2, {4});
   EXPECT_NEAR(predict(c, dp4, p).step_seconds, predict(c, dp4, as_timed).step_seconds, 1e-9);
@@ -172,6 +172,24 @@ TEST(Planner, StagesShareAnOversubscribedNodesCores) {
   const Candidate replicas = candidate(2, 2, 1, "1f1b", 1, 1, {2, 2});
   EXPECT_NEAR(predict(c, replicas, p).pipeline_seconds,
               0.5 * predict(c, replicas, as_timed).pipeline_seconds, 1e-9);
+  // Planning nodes of another size: their cores are unknown, a core per thread is assumed (each
+  // op at its speed alone, nothing shared).
+  PlanRequest other = make_request(4, 8, 4);
+  other.layout = parallel::Layout{1, 4, 1};
+  other.max_micro_batch = 1;
+  const PlanResult planned = plan_layouts(c, other, p);
+  ASSERT_FALSE(planned.ranked.empty());
+  Profile spare = p;
+  spare.ranks_per_node = 8, spare.cores_per_node = 0;
+  for (const Ranked& r : planned.ranked) {
+    EXPECT_NEAR(r.prediction.step_seconds, predict(c, r.candidate, spare).step_seconds, 1e-9)
+        << r.candidate.str();
+  }
+  const Prediction alone = predict(c, candidate(1, 4, 1, "1f1b", 1, 4, {1, 1, 1, 1}), spare);
+  EXPECT_NEAR(
+      alone.pipeline_seconds,
+      0.5 * predict(c, candidate(1, 4, 1, "1f1b", 1, 4, {1, 1, 1, 1}), as_timed).pipeline_seconds,
+      1e-9);
 }
 
 TEST(Planner, MachineFileCountsFlops) {
