@@ -175,9 +175,22 @@ DpCost dp_cost(double bytes, double bucket_bytes, int dp, int zero, const CommCo
   return d;
 }
 
-// How a layout's ranks share their nodes' cores, from a measured profile (none from a machine
-// file: one device per rank). Rank d tp P + s tp + t (replica d, stage s, tensor rank t) lies on
-// node rank / K.
+// The share of a core each compute thread gets when every rank computes (the optimizer).
+double all_busy_share(const parallel::CoreSharing& sh) {
+  double most = 0;
+  for (std::size_t n = 0; n < sh.ranks.front().size(); ++n) {
+    double threads = 0;
+    for (const auto& stage : sh.ranks)
+      threads += stage[n] * sh.threads_per_rank;
+    most = std::max(most, threads);
+  }
+  return std::min(1.0, sh.cores / most);
+}
+
+// How a layout's ranks share their nodes' cores, from a measured profile; none where every
+// thread has a core even with all computing (the plain simulation then gives the same) or from
+// a machine file (one device per rank). Rank d tp P + s tp + t (replica d, stage s, tensor rank
+// t) lies on node rank / K.
 std::optional<parallel::CoreSharing> core_sharing(const Profile& p, const parallel::Layout& l) {
   if (p.source != "profile" || p.cores_per_node <= 0) return std::nullopt;
   const int K = p.ranks_per_node, nodes = (l.size() + K - 1) / K;
@@ -189,19 +202,8 @@ std::optional<parallel::CoreSharing> core_sharing(const Profile& p, const parall
         ++sh.ranks[st][(d * l.pp * l.tp + st * l.tp + t) / K];
     }
   }
+  if (all_busy_share(sh) >= 1) return std::nullopt;
   return sh;
-}
-
-// The share of a core each compute thread gets when every rank computes (the optimizer).
-double all_busy_share(const parallel::CoreSharing& sh) {
-  double most = 0;
-  for (std::size_t n = 0; n < sh.ranks.front().size(); ++n) {
-    double threads = 0;
-    for (const auto& stage : sh.ranks)
-      threads += stage[n] * sh.threads_per_rank;
-    most = std::max(most, threads);
-  }
-  return std::min(1.0, sh.cores / most);
 }
 
 // Seconds of an op of a pipeline stage: its virtual stage's blocks, plus the embedding on the

@@ -64,8 +64,9 @@ struct Profile {
   layers::ModelConfig model;      // the model the ops were measured for (profile only)
   std::string precision = "fp32"; // of the products its ops timed (profile only)
   std::vector<OpEntry> ops;       // measured ops (profile only)
-  // profile only: the cores of a node (the fewest of any node), 0 when unknown (a file from
-  // before the field): a core per thread assumed
+  // profile only: the cores of the most crowded node (core_share x ranks_per_node x
+  // threads_per_rank), 0 when unknown (a file from before the field, a GPU build): a core per
+  // thread assumed
   double cores_per_node = 0;
   int threads_per_rank = 1;       // profile only: compute threads of each rank
   double core_share = 1;          // profile only: the share of a core each compute thread had while
