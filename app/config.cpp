@@ -132,7 +132,7 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"parallel", "wait",
        "how a rank waits for communication: spin (MPI's busy polling, fastest with a core per "
        "rank), yield (poll, then give the core up between polls; a pipeline stage waiting over "
-       "1 ms for its neighbour sleeps 100 us between polls) or auto (yield when any node of the "
+       "1 ms for its neighbour sleeps 500 us between polls) or auto (yield when any node of the "
        "job runs more ranks than it has cores; every rank waits the same way)",
        &c.parallel.wait},
       {"output", "dir",

@@ -114,9 +114,12 @@ void complete(MPI_Request& request, const char* what, WaitFor kind) {
   // Peers only yield: sleeps of 20 us to 1 ms between polls made tiny-model steps at 4 and 8
   // ranks on 2 cores 1.4-2x slower than yields (each wake-up pre-empts a computing rank, and a
   // rendezvous message needs several polls). A neighbour's op is worth sleeping through once
-  // the wait has outlasted a message's round trips.
+  // the wait has outlasted a message's round trips. Each wake-up costs the rank computing on
+  // that core about 14 us (a context switch each way, here): naps of 100 us took 10% of it
+  // (small at 4 ranks on 2 cores 8-12% slower than with 500 us); naps of 2 ms, or growing
+  // with the wait, end waits late (a rendezvous message needs several polls).
   constexpr double yield_for = 1e-3;
-  const timespec nap{0, 100'000};
+  const timespec nap{0, 500'000};
   const double start = kind == WaitFor::neighbour_op ? MPI_Wtime() : 0.0;
   for (;;) {
     int done = 0;

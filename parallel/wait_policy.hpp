@@ -57,7 +57,7 @@ std::string describe_wait_policy();
 enum class WaitFor { peers, neighbour_op };
 
 // Completes `request`, an operation `what` ("MPI_Iallreduce") posted, under the process's policy.
-// Under yield, a wait for a neighbour's op that has lasted 1 ms sleeps 100 us between polls:
+// Under yield, a wait for a neighbour's op that has lasted 1 ms sleeps 500 us between polls:
 // Linux's EEVDF scheduler still gives a rank that only yields about half of a core it shares
 // with a computing rank (2 pipeline stages on one core: 144 ms a step against 75 ms for one
 // rank alone). Measured with activations of up to 1.5 MB: a message that needs many polls
