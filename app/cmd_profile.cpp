@@ -29,6 +29,7 @@ struct ProfileCommand {
   std::vector<int> tp{1};                     // tensor-parallel degrees
   std::vector<int> micro_batches{1, 2, 4, 8}; // micro-batch sizes
   int repeats = 5;                            // timed repetitions of each op
+  int passes = 3;                             // passes over every op (each keeps its median)
 };
 
 void run(const ProfileCommand& cmd) {
@@ -57,6 +58,7 @@ void run(const ProfileCommand& cmd) {
   req.tp = cmd.tp;
   req.micro_batches = cmd.micro_batches;
   req.repeats = cmd.repeats;
+  req.passes = cmd.passes;
   const double t0 = MPI_Wtime();
   const engine::Profile p = engine::measure_profile(req, MPI_COMM_WORLD);
   parallel::run_agreed(MPI_COMM_WORLD, [&] {
@@ -113,6 +115,11 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str()
       ->check(positive_number());
   sub->add_option("--repeats", cmd->repeats, "Timed repetitions of each op (the median is kept)")
+      ->capture_default_str()
+      ->check(positive_number());
+  sub->add_option("--passes", cmd->passes,
+                  "Passes over every op, one after another; each op keeps its median pass (a "
+                  "burst of the machine's noise spoils one pass, not the profile)")
       ->capture_default_str()
       ->check(positive_number());
   sub->footer("Example: mpiexec -n 4 gridlm profile --config run.toml --tp 1,2,4 -o here.json\n"

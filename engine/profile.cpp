@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/statistics.hpp"
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::engine {
@@ -341,6 +342,30 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
     p.ops.push_back(op);
   }
   return p;
+}
+
+std::vector<OpEntry> median_over_passes(const std::vector<std::vector<OpEntry>>& passes) {
+  if (passes.empty()) throw Error("median_over_passes: no pass");
+  std::vector<OpEntry> out = passes.front();
+  for (const auto& pass : passes) {
+    if (pass.size() != out.size()) throw Error("median_over_passes: passes of different ops");
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (pass[i].tp != out[i].tp || pass[i].micro_batch != out[i].micro_batch)
+        throw Error("median_over_passes: passes of different ops");
+    }
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    for (OpTimes OpEntry::*part : {&OpEntry::block, &OpEntry::embedding, &OpEntry::head}) {
+      for (double OpTimes::*field : {&OpTimes::forward, &OpTimes::backward,
+                                     &OpTimes::backward_input, &OpTimes::backward_weight}) {
+        std::vector<double> v;
+        for (const auto& pass : passes)
+          v.push_back(pass[i].*part.*field);
+        (out[i].*part).*field = median(v);
+      }
+    }
+  }
+  return out;
 }
 
 Profile read_profile(const std::string& path) {

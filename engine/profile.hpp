@@ -101,6 +101,11 @@ Profile read_profile(const std::string& path);
 // Writes atomically (a temporary file renamed into place).
 void write_profile(const std::string& path, const Profile& p);
 
+// Per op and field, the median over passes that timed the same (tp, micro-batch) entries in the
+// same order: a burst of the machine's noise (seconds long on a shared host) spoils a pass, not
+// the profile. Throws when the passes' entries differ.
+std::vector<OpEntry> median_over_passes(const std::vector<std::vector<OpEntry>>& passes);
+
 // Least-squares fit of latency and bandwidth to (g, bytes, seconds) measurements of a collective
 // whose ring factors are (a, b): seconds = a(g) latency + b(g) bytes / bandwidth.
 struct CommSample {

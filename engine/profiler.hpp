@@ -22,6 +22,7 @@ struct ProfileRequest {
   std::vector<int> tp{1};                     // tensor-parallel degrees (each divides the ranks)
   std::vector<int> micro_batches{1, 2, 4, 8}; // sequences per micro-batch
   int repeats = 5;                            // timed repetitions of each op (the median is kept)
+  int passes = 3; // passes over every op, one after another; each op keeps its median pass
   std::vector<double> message_bytes{4096, 65536, 1 << 20, 8 << 20}; // collective sizes timed
 };
 

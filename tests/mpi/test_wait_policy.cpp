@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,7 +153,14 @@ struct RingWait {
   int received = -1, left = 0;
   MPI_Request recv = MPI_REQUEST_NULL, send = MPI_REQUEST_NULL;
   double wall = 0, cpu = 0; // seconds the receive took, and this thread's CPU time in it
+  long wakes = 0;           // times this thread gave its core up in it (slept or yielded)
 };
+
+long voluntary_switches() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_nvcsw;
+}
 RingWait late_ring(int tag, useconds_t late_us, WaitFor kind) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -169,9 +177,11 @@ RingWait late_ring(int tag, useconds_t late_us, WaitFor kind) {
   MPI_Isend(&sent, 1, MPI_INT, (rank + 1) % size, tag, MPI_COMM_WORLD, &r.send);
   timespec cpu0{}, cpu1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+  const long switches0 = voluntary_switches();
   const double wall0 = MPI_Wtime();
   complete(r.recv, "MPI_Irecv", kind);
   r.wall = MPI_Wtime() - wall0;
+  r.wakes = voluntary_switches() - switches0;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
   r.cpu = double(cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * double(cpu1.tv_nsec - cpu0.tv_nsec);
   complete(r.send, "MPI_Isend", kind);
@@ -202,6 +212,10 @@ TEST_F(WaitPolicyTest, AWaitForANeighboursOpSleepsThroughIt) {
     ASSERT_GT(r.wall, 0.1) << "rank 1 waited for rank 0's late message";
     EXPECT_LT(r.cpu, 0.25 * r.wall)
         << "the waiting rank computed " << r.cpu << " s of " << r.wall << " s";
+    // Each wake-up costs a rank computing on the same core two context switches: naps of 500 us
+    // (100 us took 8-12% of it); a few yields in the first millisecond on top.
+    EXPECT_LT(double(r.wakes), r.wall / 400e-6 + 50)
+        << "the waiting rank woke " << r.wakes << " times in " << r.wall << " s";
   }
 }
 

@@ -248,5 +248,42 @@ TEST(Profile, FitRecoversLatencyAndBandwidth) {
   EXPECT_GT(flat.bandwidth, 0.0);
 }
 
+TEST(Profile, EachOpKeepsItsMedianPass) {
+  // Three passes over two entries; the noise lands in a different pass for different ops.
+  auto entry = [](int tp, double f, double b, double head_w) {
+    OpEntry e;
+    e.tp = tp;
+    e.micro_batch = 8;
+    e.block = {f, b, 0.6 * b, 0.4 * b};
+    e.embedding = {1e-5, 2e-5, 2e-5, 0};
+    e.head = {2e-3, 3e-3, 2e-3, head_w};
+    return e;
+  };
+  const std::vector<std::vector<OpEntry>> passes{
+      {entry(1, 6.3e-3, 11e-3, 1e-3), entry(2, 4.0e-3, 7e-3, 0.9e-3)},
+      {entry(1, 8.0e-3, 10.8e-3, 1.4e-3), entry(2, 5.1e-3, 7.1e-3, 0.5e-3)},
+      {entry(1, 6.4e-3, 14e-3, 1.1e-3), entry(2, 4.1e-3, 9e-3, 0.6e-3)}};
+  const std::vector<OpEntry> m = median_over_passes(passes);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].tp, 1);
+  EXPECT_EQ(m[1].tp, 2);
+  EXPECT_EQ(m[1].micro_batch, 8);
+  EXPECT_DOUBLE_EQ(m[0].block.forward, 6.4e-3);
+  EXPECT_DOUBLE_EQ(m[0].block.backward, 11e-3);
+  EXPECT_DOUBLE_EQ(m[0].block.backward_input, 0.6 * 11e-3);
+  EXPECT_DOUBLE_EQ(m[0].block.backward_weight, 0.4 * 11e-3);
+  EXPECT_DOUBLE_EQ(m[0].head.backward_weight, 1.1e-3);
+  EXPECT_DOUBLE_EQ(m[1].block.forward, 4.1e-3);
+  EXPECT_DOUBLE_EQ(m[1].block.backward, 7.1e-3);
+  EXPECT_DOUBLE_EQ(m[1].head.backward_weight, 0.6e-3);
+  EXPECT_DOUBLE_EQ(m[1].embedding.backward, 2e-5);
+  // One pass is itself.
+  EXPECT_DOUBLE_EQ(median_over_passes({passes[1]})[0].block.forward, 8.0e-3);
+  // Passes over different ops cannot be combined.
+  EXPECT_THROW(median_over_passes({passes[0], {passes[1][0]}}), Error);
+  EXPECT_THROW(median_over_passes({passes[0], {passes[1][1], passes[1][0]}}), Error);
+  EXPECT_THROW(median_over_passes({}), Error);
+}
+
 } // namespace
 } // namespace gridlm::engine
