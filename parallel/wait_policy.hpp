@@ -60,9 +60,9 @@ enum class WaitFor { peers, neighbour_op };
 // Under yield, a wait for a neighbour's op that has lasted 1 ms sleeps 500 us between polls:
 // Linux's EEVDF scheduler still gives a rank that only yields about half of a core it shares
 // with a computing rank (2 pipeline stages on one core: 144 ms a step against 75 ms for one
-// rank alone). Measured with activations of up to 1.5 MB: a message that needs many polls
-// (MPICH copies large ones through shared memory in pieces) may take longer once its receiver
-// sleeps.
+// rank alone). Measured with activations of up to 1.5 MB (MPICH ch4:ucx here completes one
+// while its sender computes); a message whose protocol needs several polls ends up to a nap
+// later per poll once its receiver sleeps.
 void complete(MPI_Request& request, const char* what, WaitFor kind = WaitFor::peers);
 
 } // namespace gridlm::parallel
