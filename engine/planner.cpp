@@ -357,8 +357,9 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
                               cost(st, parallel::Op{parallel::OpKind::F, 0, 0}));
     double tied = 0;
     if (P > 1 && m.tied_embeddings && (st == 0 || st == P - 1)) {
+      // The two copies' gradients cross once each way, both ways at once (TiedEmbeddingSum).
       const double wte = 4.0 * layers::padded_vocab_slice(m.vocab_size, l.tp) * m.d_model;
-      tied = all_reduce_seconds(pp_link.all_reduce, wte, 2);
+      tied = send_recv_seconds(pp_link.send_recv, wte);
     }
     after_pipeline = std::max(after_pipeline, last.end - tl.makespan + dp.exposed + tied);
     pr.dp_exposed_seconds = std::max(pr.dp_exposed_seconds, dp.exposed);

@@ -210,6 +210,12 @@ Executor::Executor(const Grid& grid, const PipelinePlan& plan, std::vector<Stage
       }
     }
   });
+  if (virtual_stages_ > 1 && chunks_.front()->tied_embedding_size() > 0) {
+    Stage* first = stage_ == 0 ? chunks_.front() : nullptr;
+    Stage* last = stage_ == stages_ - 1 ? chunks_.back() : nullptr;
+    tied_ =
+        std::make_unique<TiedEmbeddingSum>(*pp_mpi_, first, last, tied_embedding_tag(plan.train));
+  }
 }
 
 void Executor::zero_grad() {
@@ -220,20 +226,21 @@ void Executor::zero_grad() {
 double Executor::step(const Samples& samples, float loss_weight, GradReduction* dp) {
   const double step_start = steady_seconds();
   TraceRecorder* trace = trace_ != nullptr && trace_->on() ? trace_ : nullptr;
-  const OpsResult r = run_ops(plan_.train, samples, loss_weight, trace, dp);
-  sum_tied_embedding_grads();
+  const OpsResult r = run_ops(plan_.train, samples, loss_weight, trace, dp, tied_.get());
+  if (tied_) tied_->finish();
   return finish_step(r.last_end - step_start, r) / plan_.train.micro_batches;
 }
 
 double Executor::evaluate(const Samples& samples) {
-  const OpsResult r = run_ops(plan_.eval, samples, 0.0f, nullptr, nullptr);
+  const OpsResult r = run_ops(plan_.eval, samples, 0.0f, nullptr, nullptr, nullptr);
   std::vector<double> loss{r.loss_sum};
   pp_mpi_->all_reduce(Span<double>(loss));
   return loss[0] / plan_.eval.micro_batches;
 }
 
 Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& samples,
-                                      float loss_weight, TraceRecorder* trace, GradReduction* dp) {
+                                      float loss_weight, TraceRecorder* trace, GradReduction* dp,
+                                      TiedEmbeddingSum* tied) {
   const std::vector<Op>& ops = schedule.ops[std::size_t(stage_)];
   const std::vector<int> last_weights = last_weight_ops(ops, chunks_);
   Mailbox mail(*pp_, *chunks_.front(), stage_, plan_.grouped);
@@ -285,6 +292,7 @@ Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& s
     if (t.send_to >= 0) mail.send(chunk, output, t);
     mail.release_finished_sends();
     chunk.fence();
+    if (tied != nullptr && last_weights[std::size_t(op.chunk)] == int(i)) tied->post(&chunk);
     r.last_end = steady_seconds();
     r.busy += r.last_end - op_start;
     const std::size_t k = std::size_t(3 * op.chunk + static_cast<int>(op.kind));
@@ -298,29 +306,6 @@ Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& s
       c->on_params_needed(nullptr);
   }
   return r;
-}
-
-void Executor::sum_tied_embedding_grads() {
-  // Tied embeddings: the first and the last virtual stage hold copies of wte; both end with the
-  // sum of their gradients, so the two copies stay identical.
-  const std::size_t n = chunks_.front()->tied_embedding_size();
-  if (n == 0 || virtual_stages_ == 1) return;
-  Stage* first = stage_ == 0 ? chunks_.front() : nullptr;
-  Stage* last = stage_ == stages_ - 1 ? chunks_.back() : nullptr;
-  // Every stage joins the all-reduce (middle stages with zeros): one collective over pp.
-  std::vector<float> sum(n, 0.0f), copy(n);
-  for (Stage* s : {first, last}) {
-    if (s == nullptr) continue;
-    const Span<float> g = s->tied_embedding_grad();
-    s->copy_to_host(copy.data(), g.data(), n);
-    for (std::size_t i = 0; i < n; ++i)
-      sum[i] += copy[i];
-  }
-  pp_mpi_->all_reduce(Span<float>(sum));
-  for (Stage* s : {first, last}) {
-    if (s == nullptr) continue;
-    s->copy_from_host(s->tied_embedding_grad().data(), sum.data(), n);
-  }
 }
 
 double Executor::finish_step(double span, const OpsResult& r) {

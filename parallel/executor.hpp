@@ -21,6 +21,7 @@
 #include "parallel/grid.hpp"
 #include "parallel/pipeline_plan.hpp"
 #include "parallel/stage.hpp"
+#include "parallel/tied_embedding.hpp"
 #include "parallel/trace.hpp"
 
 namespace gridlm::parallel {
@@ -88,11 +89,11 @@ private:
     std::vector<int> op_count;
   };
   // Runs this stage's list of `schedule` (the training schedule or the forward-only one).
+  // `tied` (null: none) hears of each chunk's last weight-gradient op.
   OpsResult run_ops(const Schedule& schedule, const Samples& samples, float loss_weight,
-                    TraceRecorder* trace, GradReduction* dp);
+                    TraceRecorder* trace, GradReduction* dp, TiedEmbeddingSum* tied);
   // Gathers this step's timing over the pipeline; returns the summed loss of the last stage.
   double finish_step(double span, const OpsResult& r);
-  void sum_tied_embedding_grads();
 
   PipelinePlan plan_;
   int stage_ = 0;  // this rank's pipeline stage
@@ -101,7 +102,8 @@ private:
   int virtual_stages_ = 1; // pp x chunks
   std::vector<Stage*> chunks_;
   TraceRecorder* trace_ = nullptr;
-  std::unique_ptr<Comm> pp_mpi_; // host scalars and the tied-embedding sum
+  std::unique_ptr<Comm> pp_mpi_;           // host scalars and the tied-embedding sum
+  std::unique_ptr<TiedEmbeddingSum> tied_; // null: untied, or one virtual stage
   std::unique_ptr<Comm> pp_owned_;
   Comm* pp_ = nullptr; // stage transfers
   double comm_seconds_ = 0.0;

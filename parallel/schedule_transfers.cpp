@@ -11,6 +11,8 @@ int tag(int what, int micro, int q, int Q) { return (what * Q + q) * 4096 + micr
 
 } // namespace
 
+int tied_embedding_tag(const Schedule& s) { return tag(2, 0, 0, s.stages * s.chunks); }
+
 OpTransfers op_transfers(const Schedule& s, int stage, const Op& op) {
   const int p = s.stages, Q = p * s.chunks, q = op.chunk * p + stage;
   OpTransfers t;

@@ -26,6 +26,8 @@ struct OpTransfers {
 // A transfer between two ops on the same stage (interleaved chunks) is reported too, with the
 // stage itself as the peer; the executor hands it over in memory.
 OpTransfers op_transfers(const Schedule& s, int stage, const Op& op);
+// A tag that no transfer of op_transfers(s, ...) uses (the tied-embedding gradient exchange).
+int tied_embedding_tag(const Schedule& s);
 
 struct GroupedTransfer {
   bool send = false;

@@ -1,0 +1,53 @@
+// The tied-embedding gradient exchange between the first and the last pipeline stage.
+#include "parallel/tied_embedding.hpp"
+
+namespace gridlm::parallel {
+
+TiedEmbeddingSum::TiedEmbeddingSum(Comm& pp, Stage* first, Stage* last, int tag)
+    : pp_(pp), first_(first), last_(last), tag_(tag) {
+  if (!holds()) return;
+  const Stage* any = first_ != nullptr ? first_ : last_;
+  const std::size_t n = any->tied_embedding_size();
+  if (first_ != nullptr && last_ != nullptr) return; // both copies here: summed locally
+  peer_ = first_ != nullptr ? pp.size() - 1 : 0;
+  mine_.resize(n);
+  theirs_.resize(n);
+}
+
+void TiedEmbeddingSum::post(const Stage* chunk) {
+  if (peer_ < 0 || posted_ || chunk == nullptr || (chunk != first_ && chunk != last_)) return;
+  Stage* s = first_ != nullptr ? first_ : last_;
+  s->copy_to_host(mine_.data(), s->tied_embedding_grad().data(), mine_.size());
+  recv_ = pp_.irecv(Span<float>(theirs_), peer_, tag_);
+  send_ = pp_.isend(Span<const float>(mine_), peer_, tag_);
+  posted_ = true;
+}
+
+void TiedEmbeddingSum::finish() {
+  if (!holds()) return;
+  if (peer_ < 0) {
+    // Both copies on this rank (one pipeline stage of several chunks).
+    const std::size_t n = first_->tied_embedding_size();
+    std::vector<float> a(n), b(n);
+    first_->copy_to_host(a.data(), first_->tied_embedding_grad().data(), n);
+    last_->copy_to_host(b.data(), last_->tied_embedding_grad().data(), n);
+    for (std::size_t i = 0; i < n; ++i)
+      a[i] += b[i];
+    first_->copy_from_host(first_->tied_embedding_grad().data(), a.data(), n);
+    last_->copy_from_host(last_->tied_embedding_grad().data(), a.data(), n);
+    return;
+  }
+  post(first_ != nullptr ? first_ : last_);
+  recv_.wait();
+  send_.wait(); // mine_ is written below
+  // first + last in that order on both ranks, so that the two copies stay equal bit for bit.
+  Stage* s = first_ != nullptr ? first_ : last_;
+  float* sum = first_ != nullptr ? mine_.data() : theirs_.data();
+  const float* other = first_ != nullptr ? theirs_.data() : mine_.data();
+  for (std::size_t i = 0; i < mine_.size(); ++i)
+    sum[i] += other[i];
+  s->copy_from_host(s->tied_embedding_grad().data(), sum, mine_.size());
+  posted_ = false;
+}
+
+} // namespace gridlm::parallel
