@@ -14,6 +14,7 @@
 #include "parallel/pipeline_plan.hpp"
 #include "parallel/schedule.hpp"
 #include "parallel/stage_layout.hpp"
+#include "parallel/wait_policy.hpp"
 
 namespace gridlm::engine {
 namespace {
@@ -194,7 +195,12 @@ double all_busy_share(const parallel::CoreSharing& sh) {
 std::optional<parallel::CoreSharing> core_sharing(const Profile& p, const parallel::Layout& l) {
   if (p.source != "profile" || p.cores_per_node <= 0) return std::nullopt;
   const int K = p.ranks_per_node, nodes = (l.size() + K - 1) / K;
-  parallel::CoreSharing sh{p.cores_per_node, double(p.threads_per_rank), {}};
+  // Oversubscribed nodes wait under parallel.wait = yield: a long wait sleeps between polls.
+  parallel::CoreSharing sh{p.cores_per_node,
+                           double(p.threads_per_rank),
+                           {},
+                           parallel::neighbour_yield_seconds,
+                           std::max(0.0, p.wake - send_recv_seconds(p.intra.send_recv, 8))};
   sh.ranks.assign(l.pp, std::vector<int>(nodes, 0));
   for (int d = 0; d < l.dp; ++d) {
     for (int st = 0; st < l.pp; ++st) {
@@ -368,6 +374,18 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
                              ? 28.0 * owned / machine.memory_bandwidth
                              : machine.optimizer_per_param * owned * alone / optimizer_share;
     optimizer = std::max(optimizer, adamw + dp.gather);
+  }
+  // Stages asleep at the pipeline's end (they finished more than the yield window before it):
+  // the tied copies' exchange and the first collective over the pipeline (log2 pp rounds) each
+  // wait for one to wake.
+  if (sharing && P > 1) {
+    bool slept = false;
+    for (const auto& stage : tl.stages)
+      slept = slept || stage.back().end < tl.makespan - sharing->yield_for;
+    if (slept) {
+      after_pipeline +=
+          sharing->wake * (std::ceil(std::log2(double(P))) + (m.tied_embeddings ? 1.0 : 0.0));
+    }
   }
   // The loss, the gradient norm and the step guard: three scalar all-reduces over the grid.
   const double scalars = 3 * all_reduce_seconds(link(l.size() <= K).all_reduce, 64, l.size());

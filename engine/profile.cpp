@@ -252,6 +252,7 @@ std::string profile_to_json(const Profile& p) {
        {"cores_per_node", p.cores_per_node},
        {"threads_per_rank", p.threads_per_rank},
        {"core_share", p.core_share},
+       {"wake_s", p.wake},
        {"model", model_json(p.model)},
        {"precision", p.precision},
        {"intra_node", comm_json(p.intra)}};
@@ -323,6 +324,7 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
     p.core_share = r.number("core_share", 0, false);
     if (p.core_share > 1) r.fail("core_share", fmt::format("= {} is above 1", p.core_share));
   }
+  if (r.has("wake_s")) p.wake = r.number("wake_s", 0);
   // Files from before the field timed fp32 products whatever the run's precision.
   if (r.has("precision")) p.precision = r.text("precision");
   if (p.precision != "fp32" && p.precision != "bf16")

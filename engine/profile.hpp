@@ -68,9 +68,13 @@ struct Profile {
   // threads_per_rank), 0 when unknown (a file from before the field, a GPU build): a core per
   // thread assumed
   double cores_per_node = 0;
-  int threads_per_rank = 1;       // profile only: compute threads of each rank
-  double core_share = 1;          // profile only: the share of a core each compute thread had while
-                                  // the ops were timed (below 1 on an oversubscribed node)
+  int threads_per_rank = 1; // profile only: compute threads of each rank
+  double core_share = 1;    // profile only: the share of a core each compute thread had while
+                            // the ops were timed (below 1 on an oversubscribed node)
+  // profile only: seconds after its sending that a small message reaches a rank of the node that
+  // has waited for it longer than parallel.wait's yield window (under yield it then sleeps
+  // between polls); 0 when not measured (one rank a node, a file from before the field)
+  double wake = 0;
   CommCosts intra;                // links inside a node
   std::optional<CommCosts> inter; // links across nodes (absent: not measured)
   double matmul_flops = 0;        // machine file: sustained FLOP/s of one device's GEMMs

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
@@ -24,6 +25,7 @@
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/mpi_check.hpp"
+#include "parallel/trace.hpp"
 #include "parallel/wait_policy.hpp"
 
 namespace gridlm::engine {
@@ -191,6 +193,36 @@ std::vector<CommSample> time_collective(MPI_Comm comm, const std::vector<double>
   return out;
 }
 
+// How late a message reaches a rank of `node` that has waited longer than the yield window of a
+// wait for a neighbour's op (a pipeline stage waiting for its input): under parallel.wait =
+// yield it sleeps between polls. Rank 0 sends its clock to every other rank at phases spread
+// over a nap; each keeps the median delay and the node the mean of those.
+double time_wake(MPI_Comm node) {
+  parallel::MpiComm c(parallel::borrow_comm(node), "profile", parallel::WaitFor::neighbour_op);
+  if (c.size() < 2) return 0;
+  constexpr int samples = 16;
+  std::vector<double> delays;
+  for (int i = 0; i < samples; ++i) {
+    std::vector<double> sync{0.0};
+    c.all_reduce(Span<double>(sync));
+    std::vector<double> sent{0.0};
+    if (c.rank() == 0) {
+      const double pause =
+          2 * parallel::neighbour_yield_seconds + parallel::neighbour_nap_seconds * i / samples;
+      std::this_thread::sleep_for(std::chrono::duration<double>(pause));
+      sent[0] = parallel::steady_seconds();
+      for (int r = 1; r < c.size(); ++r)
+        c.send(Span<const double>(sent), r);
+    } else {
+      c.recv(Span<double>(sent), 0);
+      delays.push_back(parallel::steady_seconds() - sent[0]);
+    }
+  }
+  std::vector<double> mean{c.rank() == 0 ? 0.0 : median(delays) / (c.size() - 1)};
+  c.all_reduce(Span<double>(mean));
+  return mean[0];
+}
+
 CommCosts measure_comm(MPI_Comm comm, const std::vector<double>& sizes, int repeats) {
   CommCosts c;
   c.all_reduce = fit_link(time_collective(comm, sizes, repeats, "all_reduce"),
@@ -277,7 +309,10 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   }
   p.ops = median_over_passes(passes);
   p.optimizer_per_param = median(optimizer);
-  if (node_size > 1) p.intra = measure_comm(*node, req.message_bytes, req.repeats);
+  if (node_size > 1) {
+    p.intra = measure_comm(*node, req.message_bytes, req.repeats);
+    p.wake = time_wake(*node);
+  }
   int nodes = node_rank == 0 ? 1 : 0;
   GRIDLM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &nodes, 1, MPI_INT, MPI_SUM, world));
   if (nodes > 1) {

@@ -83,12 +83,15 @@ Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer);
 // Stages whose ranks share a node's cores. Where more threads compute at once than the node has
 // cores, the operating system shares the cores fairly and a waiting rank yields its core
 // (parallel.wait): a stage computing runs at cores / (threads computing) of its speed alone,
-// and faster again when the stages beside it wait.
+// and faster again when the stages beside it wait. A stage that has waited longer than
+// yield_for sleeps between polls and sees its input `wake` seconds late.
 struct CoreSharing {
   double cores = 0;                    // per node
   double threads_per_rank = 1;         // compute threads of each rank
   std::vector<std::vector<int>> ranks; // ranks[stage][node]: the stage's ranks on each node
                                        // (all its data-parallel replicas, which run alike)
+  double yield_for = 0;                // seconds a waiting stage yields before it sleeps
+  double wake = 0;                     // seconds late an input reaches a sleeping stage
 };
 // The same with `cost` the seconds of an op with a core per thread: each op's progress is
 // shared out by `sharing` as stages start and stop computing (a processor-sharing simulation).

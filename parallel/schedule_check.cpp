@@ -215,6 +215,8 @@ Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer,
       }
       const Op& op = s.ops[st][next[st]];
       ready[st] = ready_time(s, st, op, free_at[st], end, transfer);
+      if (ready[st] != never && ready[st] > free_at[st] + sharing.yield_for)
+        ready[st] += sharing.wake;
       if (ready[st] <= now) running[st] = 1, left[st] = cost(st, op), started[st] = now;
     }
     // Each computing stage runs at the share of a core its most crowded node gives a thread.

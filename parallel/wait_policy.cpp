@@ -118,14 +118,13 @@ void complete(MPI_Request& request, const char* what, WaitFor kind) {
   // that core about 14 us (a context switch each way, here): naps of 100 us took 10% of it
   // (small at 4 ranks on 2 cores 8-12% slower than with 500 us); naps of 2 ms, or growing
   // with the wait, end waits late (a rendezvous message needs several polls).
-  constexpr double yield_for = 1e-3;
-  const timespec nap{0, 500'000};
+  const timespec nap{0, long(neighbour_nap_seconds * 1e9)};
   const double start = kind == WaitFor::neighbour_op ? MPI_Wtime() : 0.0;
   for (;;) {
     int done = 0;
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
-    if (kind == WaitFor::neighbour_op && MPI_Wtime() - start > yield_for) {
+    if (kind == WaitFor::neighbour_op && MPI_Wtime() - start > neighbour_yield_seconds) {
       nanosleep(&nap, nullptr);
     } else {
       sched_yield();

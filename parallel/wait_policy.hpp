@@ -64,5 +64,8 @@ enum class WaitFor { peers, neighbour_op };
 // while its sender computes); a message whose protocol needs several polls ends up to a nap
 // later per poll once its receiver sleeps.
 void complete(MPI_Request& request, const char* what, WaitFor kind = WaitFor::peers);
+// Under yield, how long a wait for a neighbour's op yields before it sleeps, and each sleep.
+constexpr double neighbour_yield_seconds = 1e-3;
+constexpr double neighbour_nap_seconds = 500e-6;
 
 } // namespace gridlm::parallel

@@ -14,8 +14,10 @@ tp=1
 for t in 2 4; do ((ranks % t == 0 && heads % t == 0)) && tp+=",$t"; done
 "$mpiexec" -n "$ranks" "$gridlm" profile --config "$config" --tp "$tp" --micro-batches 1,2,4 \
   --repeats 2 -o "$out/profile.json"
-# It records the node's cores (at most the CPUs this shell may use) and the share of one each
-# rank had while the ops were timed.
+# It records the node's cores (at most the CPUs this shell may use), the share of one each
+# rank had while the ops were timed, and how late a message reaches a rank waiting for it: none
+# on a node of one rank; on an oversubscribed node (parallel.wait = auto: yield) at least a
+# tenth of a 500 us nap, as the waiting rank sleeps.
 cpus=$(/usr/bin/python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
 /usr/bin/python3 - "$out/profile.json" "$ranks" "$cpus" <<'PY'
 import json, sys
@@ -26,6 +28,10 @@ share = min(1.0, cores / (ranks * p['threads_per_rank']))
 if not 1 <= cores <= cpus or abs(p['core_share'] - share) > 1e-9:
     sys.exit(f"FAIL: the profile records {cores} cores and a share of {p['core_share']}; "
              f"want 1 to {cpus} cores and a share of {share}")
+wake = p['wake_s']
+low, high = (0, 0) if ranks == 1 else (50e-6 if share < 1 else 1e-9, 0.05)
+if not low <= wake <= high:
+    sys.exit(f"FAIL: the profile records wake_s = {wake}; want {low} to {high} at {ranks} ranks")
 PY
 "$mpiexec" -n 1 "$gridlm" plan --auto --ranks "$ranks" --config "$config" \
   --profile "$out/profile.json" --json "$out/plan.json" --top 5

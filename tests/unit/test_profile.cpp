@@ -22,6 +22,7 @@ Profile sample_profile() {
   p.cores_per_node = 1;
   p.threads_per_rank = 1;
   p.core_share = 0.5;
+  p.wake = 4e-4;
   p.model.n_layer = 6;
   p.model.vocab_size = 1000;
   p.ops.push_back(
@@ -63,12 +64,15 @@ TEST(Profile, RoundTripKeepsEveryField) {
   EXPECT_DOUBLE_EQ(q.cores_per_node, 1);
   EXPECT_EQ(q.threads_per_rank, 1);
   EXPECT_DOUBLE_EQ(q.core_share, 0.5);
-  // Files from before the cores were recorded: a core per thread.
+  EXPECT_DOUBLE_EQ(q.wake, 4e-4);
+  // Files from before the cores were recorded: a core per thread, no waking measured.
   nlohmann::json before = nlohmann::json::parse(profile_to_json(p));
   before.erase("cores_per_node"), before.erase("threads_per_rank"), before.erase("core_share");
+  before.erase("wake_s");
   const Profile b = profile_from_json(before.dump(), "test");
   EXPECT_DOUBLE_EQ(b.cores_per_node, 0);
   EXPECT_DOUBLE_EQ(b.core_share, 1);
+  EXPECT_DOUBLE_EQ(b.wake, 0);
   // Without inter-node costs, none come back.
   Profile one = p;
   one.inter.reset();
@@ -197,6 +201,9 @@ TEST(Profile, BadFieldsAreNamed) {
       std::string::npos);
   EXPECT_NE(
       with([](auto& j) { j["core_share"] = 0; }).find("field 'core_share' = 0 must be above 0"),
+      std::string::npos);
+  EXPECT_NE(
+      with([](auto& j) { j["wake_s"] = -1e-3; }).find("field 'wake_s' = -0.001 must be at least 0"),
       std::string::npos);
   EXPECT_NE(with([](auto& j) { j["threads_per_rank"] = 0; }).find("field 'threads_per_rank' = 0"),
             std::string::npos);

@@ -237,6 +237,31 @@ TEST(SharedCores, TwoStagesOnOneCoreByHand) {
   expect_same_timeline(simulate(s, cost, 0.0, CoreSharing{2, 2, {{1}, {1}}}), t, "2 threads");
 }
 
+TEST(SharedCores, AStageThatWaitedPastTheYieldWindowSeesItsInputLate) {
+  // The GPipe of TwoStagesOnOneCoreByHand with a core each; a stage that has waited more than
+  // 0.5 sleeps and wakes 0.25 after its input arrives. Stage 1: F0 input at 1 after waiting 1
+  // -> [1.25, 2.25]; F1's input came at 2, while it computed -> [2.25, 3.25]; B0 [3.25, 5.25],
+  // B1 [5.25, 7.25]. Stage 0: F0 [0, 1], F1 [1, 2]; B0's gradient at 5.25 after waiting since
+  // 2 -> [5.5, 7.5]; B1's came at 7.25, while it computed -> [7.5, 9.5].
+  const Schedule s = make_schedule(ScheduleKind::gpipe, 2, 2);
+  const auto cost = [](int, const Op& op) { return op.kind == OpKind::F ? 1.0 : 2.0; };
+  const CoreSharing sleeps{2, 1, {{1}, {1}}, 0.5, 0.25};
+  const Timeline t = simulate(s, cost, 0.0, sleeps);
+  const std::vector<std::vector<std::pair<double, double>>> want{
+      {{0, 1}, {1, 2}, {5.5, 7.5}, {7.5, 9.5}},
+      {{1.25, 2.25}, {2.25, 3.25}, {3.25, 5.25}, {5.25, 7.25}}};
+  for (int st = 0; st < 2; ++st) {
+    ASSERT_EQ(t.stages[st].size(), 4u);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_DOUBLE_EQ(t.stages[st][i].start, want[st][i].first) << "stage " << st << " op " << i;
+      EXPECT_DOUBLE_EQ(t.stages[st][i].end, want[st][i].second) << "stage " << st << " op " << i;
+    }
+  }
+  // Waits shorter than the window never sleep: the plain simulation.
+  const CoreSharing awake{2, 1, {{1}, {1}}, 5.0, 0.25};
+  expect_same_timeline(simulate(s, cost, 0.0, awake), simulate(s, cost, 0.0), "waits < window");
+}
+
 TEST(GroupedTransfers, PairsEachSendWithItsReceive) {
   const Schedule s = make_schedule(ScheduleKind::one_f_one_b, 2, 4);
   // Stage 0's F0 sends to stage 1 the activation that stage 1's F0 receives, same tag.
