@@ -173,6 +173,19 @@ void expect_same_timeline(const Timeline& a, const Timeline& b, const std::strin
   EXPECT_EQ(a.peak_in_flight, b.peak_in_flight) << what;
 }
 
+// Each stage's ops start and end at `want[stage][op]`.
+void expect_ops_at(const Timeline& t,
+                   const std::vector<std::vector<std::pair<double, double>>>& want) {
+  ASSERT_EQ(t.stages.size(), want.size());
+  for (std::size_t st = 0; st < want.size(); ++st) {
+    ASSERT_EQ(t.stages[st].size(), want[st].size()) << "stage " << st;
+    for (std::size_t i = 0; i < want[st].size(); ++i) {
+      EXPECT_DOUBLE_EQ(t.stages[st][i].start, want[st][i].first) << "stage " << st << " op " << i;
+      EXPECT_DOUBLE_EQ(t.stages[st][i].end, want[st][i].second) << "stage " << st << " op " << i;
+    }
+  }
+}
+
 std::string name(const Schedule& s) {
   return fmt::format("{} p={} m={} v={}", schedule_name(s.kind), s.stages, s.micro_batches,
                      s.chunks);
@@ -223,13 +236,7 @@ TEST(SharedCores, TwoStagesOnOneCoreByHand) {
   const std::vector<std::vector<std::pair<double, double>>> want{
       {{0, 1}, {1, 3}, {6, 10}, {10, 12}}, // F1 beside stage 1's F0, B0 beside its B1
       {{1, 3}, {3, 4}, {4, 6}, {6, 10}}};
-  for (int st = 0; st < 2; ++st) {
-    ASSERT_EQ(t.stages[st].size(), 4u);
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_DOUBLE_EQ(t.stages[st][i].start, want[st][i].first) << "stage " << st << " op " << i;
-      EXPECT_DOUBLE_EQ(t.stages[st][i].end, want[st][i].second) << "stage " << st << " op " << i;
-    }
-  }
+  expect_ops_at(t, want);
   EXPECT_DOUBLE_EQ(t.makespan, 12);
   // Replicas and threads count as ranks computing: 2 replicas of each stage on 2 cores, or one
   // rank of 2 threads each, share the cores as one rank each does one core.
@@ -250,13 +257,7 @@ TEST(SharedCores, AStageThatWaitedPastTheYieldWindowSeesItsInputLate) {
   const std::vector<std::vector<std::pair<double, double>>> want{
       {{0, 1}, {1, 2}, {5.5, 7.5}, {7.5, 9.5}},
       {{1.25, 2.25}, {2.25, 3.25}, {3.25, 5.25}, {5.25, 7.25}}};
-  for (int st = 0; st < 2; ++st) {
-    ASSERT_EQ(t.stages[st].size(), 4u);
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_DOUBLE_EQ(t.stages[st][i].start, want[st][i].first) << "stage " << st << " op " << i;
-      EXPECT_DOUBLE_EQ(t.stages[st][i].end, want[st][i].second) << "stage " << st << " op " << i;
-    }
-  }
+  expect_ops_at(t, want);
   // Waits shorter than the window never sleep: the plain simulation.
   const CoreSharing awake{2, 1, {{1}, {1}}, 5.0, 0.25};
   expect_same_timeline(simulate(s, cost, 0.0, awake), simulate(s, cost, 0.0), "waits < window");
