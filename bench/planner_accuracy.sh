@@ -3,23 +3,26 @@
 # rank count N: `gridlm profile` at N ranks (tp 1, 2, 4 where they divide N and the heads),
 # `gridlm plan --auto` at global batches b x m x dp (b: the model's train.micro_batch; m in
 # MICRO; dp dividing N), and every ranked layout with dp replicas of m micro-batches of b
-# trained STEPS steps; the
+# trained STEPS steps, or
+# more where the predicted step is short: enough steps for MIN_SECONDS after the first 2 (a
+# step of tiny at 4 ranks on 2 cores varies by 15% from one step to the next); the
 # measured step time is the median of metrics.jsonl's ms_per_step after the first 2 steps.
 # "planner first" compares, per global batch, the measured layout the planner ranked highest
 # with the fastest measured one (among the layouts measured at that batch).
 # Prints a Markdown table (predicted, measured, error) per layout, the share within 15%, and
 # whether the layout the planner ranks first is within 5% of the fastest measured one.
 #   bash bench/planner_accuracy.sh [MODEL[:RANKS,...]]...   (default: tiny:1,2,4 small:1,2)
-# Environment: STEPS (8), MICRO ("1 2 4 8 16"). One BLAS thread per rank.
+# Environment: STEPS (8), MIN_SECONDS (2), MICRO ("1 2 4 8 16"). One BLAS thread per rank.
 # Needs build/ (scripts/build.sh).
 source "$(dirname "$0")/common.sh"
 specs=("$@")
 ((${#specs[@]})) || specs=(tiny:1,2,4 small:1,2)
 steps=${STEPS:-8}
+min_seconds=${MIN_SECONDS:-2}
 micro=(${MICRO:-1 2 4 8 16})
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-echo "planner_accuracy: commit $(git rev-parse --short HEAD), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $(nproc --all) cores, $steps steps"
+echo "planner_accuracy: commit $(git rev-parse --short HEAD), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $(nproc --all) cores, $steps steps (at least ${min_seconds} s after the first 2)"
 for spec in "${specs[@]}"; do
   model=${spec%%:*}
   IFS=, read -r -a rank_list <<<"${spec#*:}"
@@ -58,8 +61,10 @@ PY
     echo "| --- | --- | --- | --- | --- |"
     : >"$out/rows"
     while IFS=$'\t' read -r gb rank pred name flags; do
+      n_steps=$(awk -v s="$steps" -v p="$pred" -v t="$min_seconds" \
+        'BEGIN { k = int(1000 * t / p + 0.999) + 2; print (k > s ? k : s) }')
       # shellcheck disable=SC2086 # the flags are words
-      mpiexec -n "$n" "$gridlm" train --config "$config" $flags --set train.steps="$steps" \
+      mpiexec -n "$n" "$gridlm" train --config "$config" $flags --set train.steps="$n_steps" \
         --set train.log_every=1000 --set output.dir="$out/run" --set output.weights= \
         --set output.metrics=m.jsonl >/dev/null </dev/null
       meas=$(tail -n +3 "$out/run/m.jsonl" | sed -n 's/.*"ms_per_step":\([0-9.e+-]*\).*/\1/p' | median)
