@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Benchmark: the layout planner's predictions against measured step times. For each model and
-# rank count N: `gridlm profile` at N ranks (tp 1, 2, 4 where they divide N and the heads),
-# `gridlm plan --auto` at global batches b x m x dp (b: the model's train.micro_batch; m in
-# MICRO; dp dividing N), and every ranked layout with dp replicas of m micro-batches of b
-# trained STEPS steps, or
-# more where the predicted step is short: enough steps for MIN_SECONDS after the first 2 (a
-# step of tiny at 4 ranks on 2 cores varies by 15% from one step to the next); the
-# measured step time is the median of metrics.jsonl's ms_per_step after the first 2 steps.
-# "planner first" compares, per global batch, the measured layout the planner ranked highest
-# with the fastest measured one (among the layouts measured at that batch).
-# Prints a Markdown table (predicted, measured, error) per layout, the share within 15%, and
-# whether the layout the planner ranks first is within 5% of the fastest measured one.
+# Benchmark: the layout planner's predictions against measured step times. For each model,
+# rank count N and m in MICRO: `gridlm profile` at N ranks (tp 1, 2, 4 where they divide N and
+# the heads), `gridlm plan --auto` at global batches b x m x dp (b: the model's
+# train.micro_batch; dp dividing N), and every ranked layout with dp replicas of m
+# micro-batches of b trained STEPS steps, or more where the predicted step is short: enough
+# for MIN_SECONDS after the first 2 (a step of tiny at 4 ranks on 2 cores varies by 15% from
+# one to the next). The measured step time is the median of metrics.jsonl's ms_per_step after
+# the first 2 steps. "planner first" compares, per global batch, the measured layout the
+# planner ranked highest with the fastest measured one (among the layouts measured at that
+# batch).
+# Prints a Markdown table (predicted, measured, error) per layout, the share within 15%, the
+# mean absolute error and the share by m, and whether the layout the planner ranks first is
+# within 5% of the fastest measured one.
 #   bash bench/planner_accuracy.sh [MODEL[:RANKS,...]]...   (default: tiny:1,2,4 small:1,2)
 # Environment: STEPS (8), MIN_SECONDS (2), MICRO ("1 2 4 8 16"). One BLAS thread per rank.
 # Needs build/ (scripts/build.sh).
@@ -33,11 +34,19 @@ for spec in "${specs[@]}"; do
   for n in "${rank_list[@]}"; do
     tp=1
     for t in 2 4; do ((n % t == 0 && heads % t == 0)) && tp+=",$t"; done
-    mpiexec -n "$n" "$gridlm" profile --config "$config" --tp "$tp" --micro-batches "$b" \
-      -o "$out/p.json" >"$out/profile.log"
-    : >"$out/cands"
-    # Each layout with dp replicas at micro-batches of b and m of them: a global batch b x m x dp.
+    echo
+    echo "### $model, $n rank(s)"
+    echo "| layout | global batch | predicted ms | measured ms | error |"
+    echo "| --- | --- | --- | --- | --- |"
+    : >"$out/rows"
+    # Per m, a profile right before its layouts run, so that the host's speed moves little
+    # between the prediction and the measurement (at 4 ranks on 2 cores it drifts by 10-30% over
+    # a quarter of an hour). Each layout with dp replicas at micro-batches of b and m of them: a
+    # global batch b x m x dp.
     for m in "${micro[@]}"; do
+      mpiexec -n "$n" "$gridlm" profile --config "$config" --tp "$tp" --micro-batches "$b" \
+        -o "$out/p.json" >"$out/profile.log"
+      : >"$out/cands"
       for ((dp = 1; dp <= n; dp++)); do
         ((n % dp == 0)) || continue
         "$gridlm" plan --auto --ranks "$n" --config "$config" --profile "$out/p.json" \
@@ -53,28 +62,31 @@ for rank, c in enumerate(plan['ranked']):
         print(f"{plan['global_batch']}\t{rank}\t{c['step_s'] * 1e3:.2f}\t{name}\t{c['flags']}")
 PY
       done
+      sort -u "$out/cands" | sort -t$'\t' -k1,1n -k2,2n -o "$out/cands"
+      while IFS=$'\t' read -r gb rank pred name flags; do
+        n_steps=$(awk -v s="$steps" -v p="$pred" -v t="$min_seconds" \
+          'BEGIN { k = int(1000 * t / p + 0.999) + 2; print (k > s ? k : s) }')
+        # shellcheck disable=SC2086 # the flags are words
+        mpiexec -n "$n" "$gridlm" train --config "$config" $flags --set train.steps="$n_steps" \
+          --set train.log_every=1000 --set output.dir="$out/run" --set output.weights= \
+          --set output.metrics=m.jsonl >/dev/null </dev/null
+        meas=$(tail -n +3 "$out/run/m.jsonl" | sed -n 's/.*"ms_per_step":\([0-9.e+-]*\).*/\1/p' | median)
+        err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%+.1f%%", 100 * (p - m) / m }')
+        printf '| %s | %s | %s | %.2f | %s |\n' "$name" "$gb" "$pred" "$meas" "$err"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$gb" "$rank" "$pred" "$meas" "$m" >>"$out/rows"
+      done <"$out/cands"
     done
-    sort -u "$out/cands" | sort -t$'\t' -k1,1n -k2,2n -o "$out/cands"
-    echo
-    echo "### $model, $n rank(s): $(wc -l <"$out/cands") layouts"
-    echo "| layout | global batch | predicted ms | measured ms | error |"
-    echo "| --- | --- | --- | --- | --- |"
-    : >"$out/rows"
-    while IFS=$'\t' read -r gb rank pred name flags; do
-      n_steps=$(awk -v s="$steps" -v p="$pred" -v t="$min_seconds" \
-        'BEGIN { k = int(1000 * t / p + 0.999) + 2; print (k > s ? k : s) }')
-      # shellcheck disable=SC2086 # the flags are words
-      mpiexec -n "$n" "$gridlm" train --config "$config" $flags --set train.steps="$n_steps" \
-        --set train.log_every=1000 --set output.dir="$out/run" --set output.weights= \
-        --set output.metrics=m.jsonl >/dev/null </dev/null
-      meas=$(tail -n +3 "$out/run/m.jsonl" | sed -n 's/.*"ms_per_step":\([0-9.e+-]*\).*/\1/p' | median)
-      err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%+.1f%%", 100 * (p - m) / m }')
-      printf '| %s | %s | %s | %.2f | %s |\n' "$name" "$gb" "$pred" "$meas" "$err"
-      printf '%s\t%s\t%s\t%s\n' "$gb" "$rank" "$pred" "$meas" >>"$out/rows"
-    done <"$out/cands"
+    echo "layouts: $(wc -l <"$out/rows")"
     awk -F'\t' '{ e = ($3 - $4) / $4; if (e < 0) e = -e; n++; if (e <= 0.15) ok++ }
       END { printf "within 15%%: %d of %d layouts (%.0f%%)\n", ok, n, 100 * ok / n }' "$out/rows"
-    # Per global batch: the planner's first against the fastest measured.
+    awk -F'\t' '{ e = 100 * ($3 - $4) / $4; a = e < 0 ? -e : e; sum += a; n++
+                  if (a > worst) { worst = a; signed = e }
+                  if (e < 0) fast++
+                  seen[$5]++; if (a <= 15) ok[$5]++ }
+      END { printf "mean absolute error %.1f%% (largest %+.1f%%), %d of %d predicted too fast; within 15%% by m:", sum / n, signed, fast, n
+            for (m in seen) printf " m = %s: %d of %d;", m, ok[m], seen[m]; printf "\n" }' "$out/rows"
+    # Per global batch: the planner's first against the fastest measured (layouts of different m
+    # at one global batch were ranked with their own m's profile).
     awk -F'\t' '{ if (!($1 in best) || $4 < best[$1]) best[$1] = $4
                   if (!($1 in first) || $2 < firstrank[$1]) { first[$1] = $4; firstrank[$1] = $2 } }
       END { for (g in best) printf "global batch %s: planner first %.2f ms, fastest %.2f ms (%+.1f%%)\n",
