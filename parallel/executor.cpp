@@ -227,6 +227,9 @@ double Executor::step(const Samples& samples, float loss_weight, GradReduction* 
   const double step_start = steady_seconds();
   TraceRecorder* trace = trace_ != nullptr && trace_->on() ? trace_ : nullptr;
   const OpsResult r = run_ops(plan_.train, samples, loss_weight, trace, dp, tied_.get());
+  // What follows (the tied copies' sum, the step's timing, the caller's gradient reduction and
+  // update) is no op's: a hang report there must not name the last op.
+  flight::set_phase("after its ops", -1, -1);
   if (tied_) tied_->finish();
   return finish_step(r.last_end - step_start, r) / plan_.train.micro_batches;
 }

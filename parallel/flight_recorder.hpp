@@ -24,7 +24,8 @@ struct Record {
   std::size_t bytes = 0;                           // payload
   int tag = -1;                                    // point-to-point tag, else -1
   int step = -1;           // training step when posted (-1: outside training)
-  const char* phase = "";  // schedule op when posted ("F", "B", "W", "" outside the schedule)
+  const char* phase = "";  // schedule op when posted ("F", "B", "W"; "after its ops" at the
+                           // step's end; "" outside the schedule)
   int micro = -1;          // its micro-batch
   int chunk = -1;          // its model chunk
   double posted = 0.0;     // wall-clock seconds (system clock, comparable across hosts)
@@ -40,7 +41,7 @@ struct Snapshot {
   Record wait;                 // the operation it waits for
   double wait_since = 0.0;     // wall-clock seconds
   int step = -1;               // the step it is in
-  const char* phase = "";      // and the schedule op
+  const char* phase = "";      // and the schedule op (or "after its ops")
   int micro = -1, chunk = -1;
   double phase_since = 0.0;   // wall-clock seconds: when it entered that step or op
   std::uint64_t activity = 0; // grows with every post, wait and completion
@@ -63,6 +64,7 @@ void completed(std::uint64_t seq);
 
 // Where the rank is: the step, then the schedule op inside it.
 void set_step(int step);
+// `phase` must outlive the phase (a literal); micro and chunk -1 for a phase of no op.
 void set_phase(const char* phase, int micro, int chunk);
 
 Snapshot snapshot();

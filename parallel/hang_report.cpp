@@ -46,12 +46,14 @@ std::string op_text(const json& op) {
                      size_text(op["bytes"].get<std::size_t>()), tag);
 }
 
-// ", in step 4 (F micro-batch 0, chunk 0)"; steps counted from 1, as the log counts them.
+// ", in step 4 (F micro-batch 0, chunk 0)", ", in step 4 (after its ops)"; steps counted from
+// 1, as the log counts them.
 std::string where_text(const json& r) {
   const int step = r["step"];
   if (step < 0) return ", before the first step";
   const std::string phase = r["phase"];
   if (phase.empty()) return fmt::format(", in step {}", step + 1);
+  if (r["micro"].get<int>() < 0) return fmt::format(", in step {} ({})", step + 1, phase);
   return fmt::format(", in step {} ({} micro-batch {}, chunk {})", step + 1, phase,
                      r["micro"].get<int>(), r["chunk"].get<int>());
 }

@@ -63,6 +63,29 @@ TEST(HangReport, RankOutsideCommunicationIsTheCulpritOfACollective) {
       << a.text;
 }
 
+TEST(HangReport, WhereARankIsNamesItsOpOrTheStepsEnd) {
+  // In B of micro-batch 3 on its chunk 1, and in the step's end (the tied copies' exchange):
+  // no micro-batch there, so none is named.
+  flight::Snapshot in_op;
+  in_op.step = 2, in_op.phase = "B", in_op.micro = 3, in_op.chunk = 1;
+  flight::Snapshot at_end;
+  at_end.step = 2, at_end.phase = "after its ops";
+  for (flight::Snapshot* s : {&in_op, &at_end}) {
+    s->waiting = true;
+    s->wait = op("recv", "pp", 1, 9, 2);
+    s->wait_since = 100.0;
+    s->phase_since = 95.0;
+  }
+  const auto report_of = [](int rank, const flight::Snapshot& s) {
+    return rank_report(RankIdentity{rank, "n0" + std::to_string(rank), 0, rank, 0}, s, 110.0,
+                       "hang 1", 110.0);
+  };
+  const auto a = analyse_hang({report_of(0, in_op), report_of(1, at_end)}, 2);
+  EXPECT_NE(a.text.find("in step 3 (B micro-batch 3, chunk 1)"), std::string::npos) << a.text;
+  EXPECT_NE(a.text.find("in step 3 (after its ops)"), std::string::npos) << a.text;
+  EXPECT_EQ(a.text.find("after its ops micro-batch"), std::string::npos) << a.text;
+}
+
 TEST(HangReport, AMissingReportIsSaidAndNamed) {
   const std::vector<int> tp{0, 1};
   const auto a = analyse_hang({report(0, op("all_reduce", "tp", -1, -1, 2, tp), 101.0)}, 2);
