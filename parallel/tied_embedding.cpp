@@ -5,19 +5,16 @@ namespace gridlm::parallel {
 
 TiedEmbeddingSum::TiedEmbeddingSum(Comm& pp, Stage* first, Stage* last, int tag)
     : pp_(pp), first_(first), last_(last), tag_(tag) {
-  if (!holds()) return;
-  const Stage* any = first_ != nullptr ? first_ : last_;
-  const std::size_t n = any->tied_embedding_size();
-  if (first_ != nullptr && last_ != nullptr) return; // both copies here: summed locally
+  if (!holds() || (first_ != nullptr && last_ != nullptr)) return; // none, or summed locally
+  own_ = first_ != nullptr ? first_ : last_;
   peer_ = first_ != nullptr ? pp.size() - 1 : 0;
-  mine_.resize(n);
-  theirs_.resize(n);
+  mine_.resize(own_->tied_embedding_size());
+  theirs_.resize(mine_.size());
 }
 
 void TiedEmbeddingSum::post(const Stage* chunk) {
-  if (peer_ < 0 || posted_ || chunk == nullptr || (chunk != first_ && chunk != last_)) return;
-  Stage* s = first_ != nullptr ? first_ : last_;
-  s->copy_to_host(mine_.data(), s->tied_embedding_grad().data(), mine_.size());
+  if (peer_ < 0 || posted_ || chunk != own_) return;
+  own_->copy_to_host(mine_.data(), own_->tied_embedding_grad().data(), mine_.size());
   recv_ = pp_.irecv(Span<float>(theirs_), peer_, tag_);
   send_ = pp_.isend(Span<const float>(mine_), peer_, tag_);
   posted_ = true;
@@ -37,16 +34,15 @@ void TiedEmbeddingSum::finish() {
     last_->copy_from_host(last_->tied_embedding_grad().data(), a.data(), n);
     return;
   }
-  post(first_ != nullptr ? first_ : last_);
+  post(own_);
   recv_.wait();
   send_.wait(); // mine_ is written below
   // first + last in that order on both ranks, so that the two copies stay equal bit for bit.
-  Stage* s = first_ != nullptr ? first_ : last_;
   float* sum = first_ != nullptr ? mine_.data() : theirs_.data();
   const float* other = first_ != nullptr ? theirs_.data() : mine_.data();
   for (std::size_t i = 0; i < mine_.size(); ++i)
     sum[i] += other[i];
-  s->copy_from_host(s->tied_embedding_grad().data(), sum, mine_.size());
+  own_->copy_from_host(own_->tied_embedding_grad().data(), sum, mine_.size());
   posted_ = false;
 }
 

@@ -34,6 +34,7 @@ private:
   Stage* first_;
   Stage* last_;
   int tag_;
+  Stage* own_ = nullptr;             // this rank's copy when the other is on another rank
   int peer_ = -1;                    // the other copy's pipeline stage (-1: both here)
   std::vector<float> mine_, theirs_; // [padded vocab slice x C] each
   Request send_, recv_;
