@@ -26,6 +26,7 @@
 #include "layers/blas_info.hpp"
 #include "layers/kokkos_runtime.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/comm.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/mpi_runtime.hpp"
 
@@ -168,8 +169,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "gridlm: error\n%s\n", e.what());
       std::fflush(stderr);
     }
-    // Without the barrier, MPI_Finalize could wait for ranks that never come: leave without it.
-    if (!wait_for_report()) {
+    // Without the barrier, MPI_Finalize could wait for ranks that never come, and with
+    // transfers the error abandoned it could wait for them: leave without it.
+    if (!wait_for_report() || gridlm::parallel::abandoned_transfers() > 0) {
       std::fflush(nullptr);
       std::_Exit(1);
     }

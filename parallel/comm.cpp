@@ -1,6 +1,7 @@
 // Backend-independent parts of parallel::Comm: request lifetime and argument checks.
 #include "parallel/comm.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <utility>
 
@@ -27,7 +28,22 @@ Request& Request::operator=(Request&& other) noexcept {
   return *this;
 }
 
+namespace {
+std::atomic<std::size_t> abandoned{0};
+} // namespace
+
+std::size_t abandoned_transfers() { return abandoned.load(); }
+
 Request::~Request() {
+  if (impl_ && std::uncaught_exceptions() > unwinding_) {
+    // The impl goes without waiting; what its backend could not withdraw stays in flight, and
+    // the job ends (main) before MPI or NCCL are asked for progress again.
+    impl_->abandon();
+    impl_.reset();
+    complete_record();
+    ++abandoned;
+    return;
+  }
   try {
     wait();
   } catch (const std::exception& e) {

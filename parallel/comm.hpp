@@ -4,7 +4,9 @@
 // (all-gather output not size() times the input, say) are refused before any rank sends.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +19,9 @@ namespace gridlm::parallel {
 enum class ReduceOp { sum, max, min };
 
 // A transfer in flight. wait() completes it; the destructor waits too, so a buffer can never
-// be released while the network still uses it.
+// be released while the network still uses it. Except while an exception unwinds past it: then
+// the peer may never come (it waits for what this rank will not send now), so the request is
+// abandoned instead, and the error reaches main, which ends the job (abandoned_transfers()).
 class Request {
 public:
   class Impl {
@@ -25,6 +29,9 @@ public:
     virtual ~Impl() = default;
     virtual void wait() = 0;
     virtual bool test() = 0;
+    // Called instead of wait() when the request is abandoned (see the class comment): a backend
+    // withdraws what it can, so that nothing arrives in a buffer that is being released.
+    virtual void abandon() {}
   };
 
   Request() = default;
@@ -46,7 +53,14 @@ private:
 
   std::unique_ptr<Impl> impl_;
   std::uint64_t record_ = 0;
+  // Exceptions unwinding when this object was made: more at its destruction means one is
+  // passing through, not that it is being destroyed inside a handler or a destructor.
+  int unwinding_ = std::uncaught_exceptions();
 };
+
+// How many transfers an error left in flight (Request's destructor) in this process: MPI must
+// not be finalised then, since its requests still name them.
+std::size_t abandoned_transfers();
 
 class Comm;
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include <climits>
 
@@ -24,6 +25,14 @@ public:
   MpiRequest(const char* what, WaitFor waits) : what_(what), waits_(waits) {}
   MPI_Request* handle() { return &request_; }
   void wait() override { complete(request_, what_, waits_); }
+  // A receive not yet matched is withdrawn; a send or a collective cannot be (MPI 4 deprecates
+  // cancelling sends), and freeing its handle only says no one will wait for it. No checks:
+  // an error is already on its way.
+  void abandon() override {
+    if (request_ == MPI_REQUEST_NULL) return;
+    if (std::strcmp(what_, "MPI_Irecv") == 0) MPI_Cancel(&request_);
+    MPI_Request_free(&request_);
+  }
   bool test() override {
     int done = 0;
     GRIDLM_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));

@@ -10,6 +10,7 @@
 
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/fault_injection.hpp"
 #include "parallel/flight_recorder.hpp"
 #include "parallel/schedule_transfers.hpp"
 
@@ -294,6 +295,7 @@ Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& s
     mail.done_with_input(t); // the chunk copied what it needs
     if (t.send_to >= 0) mail.send(chunk, output, t);
     mail.release_finished_sends();
+    if (op.kind == OpKind::B) fault::error_if_asked();
     chunk.fence();
     if (tied != nullptr && last_weights[std::size_t(op.chunk)] == int(i)) tied->post(&chunk);
     r.last_end = steady_seconds();

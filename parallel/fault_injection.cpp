@@ -16,7 +16,7 @@
 namespace gridlm::parallel::fault {
 namespace {
 
-enum class Kind { none, skip_send, hang, nan_grad, loss_spike };
+enum class Kind { none, skip_send, hang, nan_grad, loss_spike, error };
 
 struct Fault {
   Kind kind = Kind::none;
@@ -36,21 +36,22 @@ void configure_from_environment() {
   f = Fault{};
   const char* text = std::getenv("GRIDLM_FAULT");
   if (text == nullptr || *text == '\0') return;
-  const std::regex form(R"((skip_send|hang|nan_grad|loss_spike):([0-9]+):([0-9]+))");
+  const std::regex form(R"((skip_send|hang|nan_grad|loss_spike|error):([0-9]+):([0-9]+))");
   std::smatch m;
   const std::string value(text);
   if (!std::regex_match(value, m, form) || std::stoi(m[3]) < 1) {
-    throw Error(
-        fmt::format("GRIDLM_FAULT={}: expected KIND:RANK:STEP with KIND one of skip_send, hang, "
-                    "nan_grad, loss_spike and STEP from 1 (a test-only switch; unset it for real "
-                    "runs)",
-                    value));
+    throw Error(fmt::format(
+        "GRIDLM_FAULT={}: expected KIND:RANK:STEP with KIND one of skip_send, hang, "
+        "nan_grad, loss_spike, error and STEP from 1 (a test-only switch; unset it for real "
+        "runs)",
+        value));
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   f.kind = m[1] == "hang"         ? Kind::hang
            : m[1] == "nan_grad"   ? Kind::nan_grad
            : m[1] == "loss_spike" ? Kind::loss_spike
+           : m[1] == "error"      ? Kind::error
                                   : Kind::skip_send;
   f.step = std::stoi(m[3]) - 1; // the recorder counts from 0
   f.armed = std::stoi(m[2]) == rank;
@@ -76,6 +77,15 @@ bool nan_gradient_now(int step) {
   if (!f.armed || f.kind != Kind::nan_grad || step != f.step) return false;
   f.armed = false;
   return true;
+}
+
+void error_if_asked() {
+  Fault& f = fault();
+  if (!f.armed || f.kind != Kind::error || flight::current_step() != f.step) return;
+  f.armed = false;
+  throw Error(fmt::format("an error injected by GRIDLM_FAULT in step {}, after this rank's first "
+                          "backward op (a test-only switch; unset it for real runs)",
+                          f.step + 1));
 }
 
 double loss_offset_now(int step) {

@@ -4,6 +4,8 @@
 //   GRIDLM_FAULT=hang:RANK:STEP        world rank RANK sleeps forever when STEP begins
 //   GRIDLM_FAULT=nan_grad:RANK:STEP    world rank RANK's gradient gets a NaN in STEP
 //   GRIDLM_FAULT=loss_spike:RANK:STEP  world rank RANK's loss of STEP is 100 higher
+//   GRIDLM_FAULT=error:RANK:STEP       world rank RANK throws an error right after its first
+//                                      backward op of STEP, with transfers still in flight
 // Each fault happens once per process (a rolled-back run does not meet it again).
 // STEP counts from 1, as the log does.
 // Unset (as in every real run) it costs one branch per send and per step.
@@ -23,6 +25,9 @@ void hang_if_asked(int step);
 
 // True once, when this rank is to poison its gradient in `step` (0-based).
 bool nan_gradient_now(int step);
+
+// Throws gridlm::Error once, in the step the fault names, when this rank is the one.
+void error_if_asked();
 
 // What to add to this rank's local loss in `step` (0-based): 100 once, when asked, else 0.
 double loss_offset_now(int step);

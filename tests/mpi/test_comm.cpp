@@ -223,6 +223,44 @@ TEST_P(AnyComm, NonBlockingCollectivesCompleteByTestOrWait) {
   }
 }
 
+// A Request an error unwinds past is abandoned, not waited for: the peer may be waiting for
+// this rank in turn. One made and released while the error unwinds (in a destructor) is not.
+TEST_P(AnyComm, AnErrorAbandonsTheTransfersItUnwindsPast) {
+  const std::unique_ptr<Comm> owned = make();
+  Comm& c = *owned;
+  const int n = c.size(), r = c.rank();
+  const std::size_t before = abandoned_transfers();
+  std::vector<float> never(4, -1.0f);
+  // No rank sends tag 77: waiting for this receive would never end.
+  EXPECT_THROW(
+      {
+        Request pending = c.irecv(Span<float>(never), (r + 1) % n, 77);
+        throw Error("an error with a receive in flight");
+      },
+      Error);
+  const std::size_t abandoned = abandoned_transfers(); // the staged one's MPI request too
+  EXPECT_GT(abandoned, before);
+  EXPECT_EQ(never[0], -1.0f);
+
+  struct ExchangesWhenDestroyed {
+    Comm& c;
+    std::vector<float>& got;
+    ~ExchangesWhenDestroyed() {
+      const std::vector<float> mine{float(c.rank())};
+      Request recv = c.irecv(Span<float>(got), (c.rank() + c.size() - 1) % c.size(), 78);
+      Request send = c.isend(Span<const float>(mine), (c.rank() + 1) % c.size(), 78);
+    }
+  };
+  std::vector<float> got{-1.0f};
+  const auto fail_before_exchange = [&] {
+    ExchangesWhenDestroyed exchange{c, got};
+    throw Error("an error before the exchange");
+  };
+  EXPECT_THROW(fail_before_exchange(), Error);
+  EXPECT_EQ(got[0], float((r + n - 1) % n));
+  EXPECT_EQ(abandoned_transfers(), abandoned);
+}
+
 TEST_P(AnyComm, MismatchedSizesAreRefusedBeforeSending) {
   const std::unique_ptr<Comm> owned = make();
   Comm& c = *owned;
