@@ -12,8 +12,14 @@
 # Prints a Markdown table (predicted, measured, error) per layout, the share within 15%, the
 # mean absolute error and the share by m, and whether the layout the planner ranks first is
 # within 5% of the fastest measured one.
+# With REPEATS=K, every layout of an m runs K times, in K passes over them (so that the host's
+# drift spreads over all of them), each pass after a profile of its own; predicted and measured
+# times are the medians over the passes. With PROFILE_EACH=1, each run's prediction comes from a
+# profile taken right before it, as `gridlm train` with a layout key `auto` profiles in its
+# first seconds and then trains. The ranking (planner first) comes from the first profile of m.
 #   bash bench/planner_accuracy.sh [MODEL[:RANKS,...]]...   (default: tiny:1,2,4 small:1,2)
-# Environment: STEPS (8), MIN_SECONDS (2), MICRO ("1 2 4 8 16"). One BLAS thread per rank.
+# Environment: STEPS (8), MIN_SECONDS (2), MICRO ("1 2 4 8 16"), PROFILE_EACH (0), REPEATS (1).
+# One BLAS thread per rank.
 # Needs build/ (scripts/build.sh).
 source "$(dirname "$0")/common.sh"
 specs=("$@")
@@ -21,9 +27,41 @@ specs=("$@")
 steps=${STEPS:-8}
 min_seconds=${MIN_SECONDS:-2}
 micro=(${MICRO:-1 2 4 8 16})
+profile_each=${PROFILE_EACH:-0}
+repeats=${REPEATS:-1}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-echo "planner_accuracy: commit $(git rev-parse --short HEAD), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $(nproc --all) cores, $steps steps (at least ${min_seconds} s after the first 2)"
+echo "planner_accuracy: commit $(git rev-parse --short HEAD), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $(nproc --all) cores, $steps steps (at least ${min_seconds} s after the first 2), a profile per $( ((profile_each)) && echo "layout run" || echo "m and pass"), $repeats run(s) per layout"
+# The ranked layouts of N ranks with dp replicas of m micro-batches of b, from $out/p.json:
+# global batch, rank in the plan, predicted ms, name, flags (tab-separated).
+candidates() {
+  local n=$1 b=$2 m=$3 dp=$4
+  "$gridlm" plan --auto --ranks "$n" --config "$config" --profile "$out/p.json" \
+    --global-batch $((b * m * dp)) --json "$out/plan.json" >/dev/null
+  /usr/bin/python3 - "$out/plan.json" "$b" "$m" "$dp" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+b, m, dp = (int(x) for x in sys.argv[2:5])
+for rank, c in enumerate(plan['ranked']):
+    if c['micro_batch'] == b and c['micro_batches'] == m and c['dp'] == dp:
+        name = f"dp {c['dp']} x pp {c['pp']} x tp {c['tp']}, {c['schedule']}" + \
+            (f" x{c['chunks']}" if c['chunks'] > 1 else '') + f", m {c['micro_batches']}, zero {c['zero']}"
+        print(f"{plan['global_batch']}\t{rank}\t{c['step_s'] * 1e3:.2f}\t{name}\t{c['flags']}")
+PY
+}
+# Every ranked layout of m micro-batches, each dp, from a new $out/p.json into $out/fresh.
+predict_all() {
+  local dp
+  : >"$out/fresh"
+  for ((dp = 1; dp <= $1; dp++)); do
+    if (($1 % dp == 0)); then candidates "$1" "$2" "$3" "$dp" >>"$out/fresh"; fi
+  done
+}
+profile() {
+  mpiexec -n "$1" "$gridlm" profile --config "$config" --tp "$tp" --micro-batches "$b" \
+    -o "$out/p.json" >"$out/profile.log" </dev/null
+}
+
 for spec in "${specs[@]}"; do
   model=${spec%%:*}
   IFS=, read -r -a rank_list <<<"${spec#*:}"
@@ -44,37 +82,45 @@ for spec in "${specs[@]}"; do
     # a quarter of an hour). Each layout with dp replicas at micro-batches of b and m of them: a
     # global batch b x m x dp.
     for m in "${micro[@]}"; do
-      mpiexec -n "$n" "$gridlm" profile --config "$config" --tp "$tp" --micro-batches "$b" \
-        -o "$out/p.json" >"$out/profile.log"
+      profile "$n"
       : >"$out/cands"
       for ((dp = 1; dp <= n; dp++)); do
         ((n % dp == 0)) || continue
-        "$gridlm" plan --auto --ranks "$n" --config "$config" --profile "$out/p.json" \
-          --global-batch $((b * m * dp)) --json "$out/plan.json" >/dev/null
-        /usr/bin/python3 - "$out/plan.json" "$b" "$m" "$dp" >>"$out/cands" <<'PY'
-import json, sys
-plan = json.load(open(sys.argv[1]))
-b, m, dp = (int(x) for x in sys.argv[2:5])
-for rank, c in enumerate(plan['ranked']):
-    if c['micro_batch'] == b and c['micro_batches'] == m and c['dp'] == dp:
-        name = f"dp {c['dp']} x pp {c['pp']} x tp {c['tp']}, {c['schedule']}" + \
-            (f" x{c['chunks']}" if c['chunks'] > 1 else '') + f", m {c['micro_batches']}, zero {c['zero']}"
-        print(f"{plan['global_batch']}\t{rank}\t{c['step_s'] * 1e3:.2f}\t{name}\t{c['flags']}")
-PY
+        candidates "$n" "$b" "$m" "$dp" >>"$out/cands"
       done
       sort -u "$out/cands" | sort -t$'\t' -k1,1n -k2,2n -o "$out/cands"
-      while IFS=$'\t' read -r gb rank pred name flags; do
-        n_steps=$(awk -v s="$steps" -v p="$pred" -v t="$min_seconds" \
-          'BEGIN { k = int(1000 * t / p + 0.999) + 2; print (k > s ? k : s) }')
-        # shellcheck disable=SC2086 # the flags are words
-        mpiexec -n "$n" "$gridlm" train --config "$config" $flags --set train.steps="$n_steps" \
-          --set train.log_every=1000 --set output.dir="$out/run" --set output.weights= \
-          --set output.metrics=m.jsonl >/dev/null </dev/null
-        meas=$(tail -n +3 "$out/run/m.jsonl" | sed -n 's/.*"ms_per_step":\([0-9.e+-]*\).*/\1/p' | median)
-        err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%+.1f%%", 100 * (p - m) / m }')
-        printf '| %s | %s | %s | %.2f | %s |\n' "$name" "$gb" "$pred" "$meas" "$err"
-        printf '%s\t%s\t%s\t%s\t%s\n' "$gb" "$rank" "$pred" "$meas" "$m" >>"$out/rows"
-      done <"$out/cands"
+      mapfile -t lines <"$out/cands"
+      preds=() meas=()
+      for ((pass = 0; pass < repeats; pass++)); do
+        # Each later pass predicts from a profile of its own, taken right before it.
+        if ((pass > 0 && !profile_each)); then profile "$n" && predict_all "$n" "$b" "$m"; fi
+        for i in "${!lines[@]}"; do
+          IFS=$'\t' read -r gb rank pred name flags <<<"${lines[$i]}"
+          if ((profile_each)); then profile "$n" && predict_all "$n" "$b" "$m"; fi
+          if ((pass > 0 || profile_each)); then
+            fresh=$(awk -F'\t' -v w="$name" '$4 == w { print $3 }' "$out/fresh")
+            pred=${fresh:-$pred}
+          fi
+          preds[$i]+="$pred "
+          n_steps=$(awk -v s="$steps" -v p="$pred" -v t="$min_seconds" \
+            'BEGIN { k = int(1000 * t / p + 0.999) + 2; print (k > s ? k : s) }')
+          # shellcheck disable=SC2086 # the flags are words
+          mpiexec -n "$n" "$gridlm" train --config "$config" $flags --set train.steps="$n_steps" \
+            --set train.log_every=1000 --set output.dir="$out/run" --set output.weights= \
+            --set output.metrics=m.jsonl >/dev/null </dev/null
+          meas[$i]+="$(tail -n +3 "$out/run/m.jsonl" | sed -n 's/.*"ms_per_step":\([0-9.e+-]*\).*/\1/p' | median) "
+        done
+      done
+      for i in "${!lines[@]}"; do
+        IFS=$'\t' read -r gb rank _ name _ <<<"${lines[$i]}"
+        pred=$(tr ' ' '\n' <<<"${preds[$i]}" | grep . | median)
+        med=$(tr ' ' '\n' <<<"${meas[$i]}" | grep . | median)
+        err=$(awk -v p="$pred" -v m="$med" 'BEGIN { printf "%+.1f%%", 100 * (p - m) / m }')
+        runs=""
+        if ((repeats > 1)); then runs=" (runs: $(printf '%.1f ' ${meas[$i]} | sed 's/ $//'))"; fi
+        printf '| %s | %s | %s | %.2f%s | %s |\n' "$name" "$gb" "$pred" "$med" "$runs" "$err"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$gb" "$rank" "$pred" "$med" "$m" >>"$out/rows"
+      done
     done
     echo "layouts: $(wc -l <"$out/rows")"
     awk -F'\t' '{ e = ($3 - $4) / $4; if (e < 0) e = -e; n++; if (e <= 0.15) ok++ }
@@ -84,7 +130,9 @@ PY
                   if (e < 0) fast++
                   seen[$5]++; if (a <= 15) ok[$5]++ }
       END { printf "mean absolute error %.1f%% (largest %+.1f%%), %d of %d predicted too fast; within 15%% by m:", sum / n, signed, fast, n
-            for (m in seen) printf " m = %s: %d of %d;", m, ok[m], seen[m]; printf "\n" }' "$out/rows"
+            k = split(order, ms, " ")
+            for (i = 1; i <= k; i++) if (ms[i] in seen) printf " m = %s: %d of %d;", ms[i], ok[ms[i]], seen[ms[i]]
+            printf "\n" }' order="${micro[*]}" "$out/rows"
     # Per global batch: the planner's first against the fastest measured (layouts of different m
     # at one global batch were ranked with their own m's profile).
     awk -F'\t' '{ if (!($1 in best) || $4 < best[$1]) best[$1] = $4
