@@ -39,9 +39,22 @@ double slowest(double seconds, MPI_Comm comm) {
   return seconds;
 }
 
-// Median seconds of `op` over `repeats` (after one untimed run), the slowest rank's.
-double time_op(MPI_Comm world, int repeats, const std::function<void()>& before,
+// The ranks that time an op together, and those of them on this host (their clocks agree).
+struct Timers {
+  MPI_Comm all;
+  MPI_Comm host;
+};
+
+// Median seconds of `op` over `repeats` (after one untimed run), the slowest rank's. Each
+// repetition starts when the host's last rank reached the barrier, not when this rank saw it
+// complete: with more ranks than cores, a rank whose core-mate holds the core sees it only
+// when the core comes back, maybe after the core-mate's op; timed from there, an op shorter
+// than the scheduler's time slice ran at a whole core's speed in the profile (the head of tiny
+// at 4 ranks on 2 cores: 2.5 ms, half of what it costs beside a computing core-mate), and
+// pipelines ran 10-15% slower than planned.
+double time_op(const Timers& ranks, int repeats, const std::function<void()>& before,
                const std::function<void()>& op) {
+  parallel::MpiComm host(parallel::borrow_comm(ranks.host), "profile");
   std::vector<double> t;
   for (int r = 0; r <= repeats; ++r) {
     if (before) before();
@@ -49,15 +62,17 @@ double time_op(MPI_Comm world, int repeats, const std::function<void()>& before,
     // Waited for as the job waits: a rank spinning in MPI_Barrier after the others left it
     // would take a core from the op being timed (at 4 ranks on 2 cores the all-reduce's fitted
     // latency was 837 us after MPI_Barrier, 35 us after this).
+    double start = parallel::steady_seconds();
     MPI_Request barrier = MPI_REQUEST_NULL;
-    GRIDLM_MPI_CHECK(MPI_Ibarrier(world, &barrier));
+    GRIDLM_MPI_CHECK(MPI_Ibarrier(ranks.all, &barrier));
     parallel::complete(barrier, "MPI_Ibarrier (profile)");
-    const double t0 = MPI_Wtime();
     op();
     Kokkos::fence();
-    if (r > 0) t.push_back(MPI_Wtime() - t0);
+    const double end = parallel::steady_seconds();
+    host.all_reduce(Span<double>(&start, 1), parallel::ReduceOp::max);
+    if (r > 0) t.push_back(end - start);
   }
-  return slowest(median(t), world);
+  return slowest(median(t), ranks.all);
 }
 
 void fill_random(Kokkos::View<float*> v, float scale, unsigned seed) {
@@ -73,7 +88,7 @@ void fill_random(Kokkos::View<float*> v, float scale, unsigned seed) {
 struct StageTimer {
   const layers::ModelConfig& model;
   int B, T, repeats;
-  MPI_Comm world;
+  Timers ranks;
   parallel::Comm* tp;
   layers::Precision precision;
 
@@ -96,14 +111,14 @@ struct StageTimer {
     const std::int32_t* tgt = spec.head ? targets.data() : nullptr;
     const float* d = spec.head ? nullptr : dout.data();
     OpTimes t;
-    t.forward = time_op(world, repeats, nullptr, [&] { fused.forward_micro(0, tok, in, tgt); });
+    t.forward = time_op(ranks, repeats, nullptr, [&] { fused.forward_micro(0, tok, in, tgt); });
     t.backward = time_op(
-        world, repeats, [&] { fused.forward_micro(0, tok, in, tgt); },
+        ranks, repeats, [&] { fused.forward_micro(0, tok, in, tgt); },
         [&] { fused.backward(1.0f, d, 0); });
     // A split B leaves its slot waiting for W: each repetition's set-up runs the pending W.
     bool pending = false;
     t.backward_input = time_op(
-        world, repeats,
+        ranks, repeats,
         [&] {
           if (pending) split.backward_weights(0);
           split.forward_micro(0, tok, in, tgt);
@@ -112,7 +127,7 @@ struct StageTimer {
         [&] { split.backward_input(1.0f, d, 0); });
     split.backward_weights(0);
     t.backward_weight = time_op(
-        world, repeats,
+        ranks, repeats,
         [&] {
           split.forward_micro(0, tok, in, tgt);
           split.backward_input(1.0f, d, 0);
@@ -123,7 +138,8 @@ struct StageTimer {
 };
 
 OpEntry time_entry(const layers::ModelConfig& model, layers::Precision precision, int tp_size,
-                   int B, int repeats, MPI_Comm world) {
+                   int B, int repeats, const Timers& ranks) {
+  const MPI_Comm world = ranks.all;
   const int rank = parallel::comm_rank(world);
   MPI_Comm tp_raw = MPI_COMM_NULL;
   GRIDLM_MPI_CHECK(MPI_Comm_split(world, rank / tp_size, rank, &tp_raw));
@@ -131,7 +147,7 @@ OpEntry time_entry(const layers::ModelConfig& model, layers::Precision precision
   // The backend a run would choose (NCCL on a GPU build): the model's buffers are device memory.
   const std::unique_ptr<parallel::Comm> tp =
       tp_size > 1 ? make_comm(tp_handle, "tp", resolve_backend("auto")) : nullptr;
-  const StageTimer timer{model, B, model.seq_len, repeats, world, tp.get(), precision};
+  const StageTimer timer{model, B, model.seq_len, repeats, ranks, tp.get(), precision};
   OpEntry e;
   e.tp = tp_size;
   e.micro_batch = B;
@@ -141,7 +157,7 @@ OpEntry time_entry(const layers::ModelConfig& model, layers::Precision precision
   return e;
 }
 
-double time_optimizer(const layers::ModelConfig& model, int repeats, MPI_Comm world) {
+double time_optimizer(const layers::ModelConfig& model, int repeats, const Timers& ranks) {
   // One block's parameters: the cost is per parameter, and a whole model may not fit one rank.
   const layers::ParamTable table =
       layers::make_param_table(model, layers::StageSpec{0, 1, false, false}, 0, 1);
@@ -152,13 +168,14 @@ double time_optimizer(const layers::ModelConfig& model, int repeats, MPI_Comm wo
   layers::AdamW adamw(layers::OptimizerConfig{}, table);
   int step = 0;
   const double s =
-      time_op(world, repeats, nullptr, [&] { adamw.update(params, grads, step++, 1e-4, 1.0); });
+      time_op(ranks, repeats, nullptr, [&] { adamw.update(params, grads, step++, 1e-4, 1.0); });
   return s / double(table.total);
 }
 
 // One collective's samples over `comm` (every rank of it at once).
-std::vector<CommSample> time_collective(MPI_Comm comm, const std::vector<double>& sizes,
+std::vector<CommSample> time_collective(const Timers& ranks, const std::vector<double>& sizes,
                                         int repeats, const std::string& kind) {
+  const MPI_Comm comm = ranks.all;
   parallel::MpiComm c(parallel::borrow_comm(comm), "profile");
   const int g = c.size();
   std::vector<CommSample> out;
@@ -187,7 +204,7 @@ std::vector<CommSample> time_collective(MPI_Comm comm, const std::vector<double>
       };
     }
     // The send/receive above is a round trip: half of it is one transfer.
-    const double s = time_op(comm, repeats, nullptr, op) / (kind == "send_recv" ? 2.0 : 1.0);
+    const double s = time_op(ranks, repeats, nullptr, op) / (kind == "send_recv" ? 2.0 : 1.0);
     out.push_back(CommSample{kind == "send_recv" ? 2 : g, double(n) * 4, s});
   }
   return out;
@@ -223,15 +240,15 @@ double time_wake(MPI_Comm node) {
   return mean[0];
 }
 
-CommCosts measure_comm(MPI_Comm comm, const std::vector<double>& sizes, int repeats) {
+CommCosts measure_comm(const Timers& ranks, const std::vector<double>& sizes, int repeats) {
   CommCosts c;
-  c.all_reduce = fit_link(time_collective(comm, sizes, repeats, "all_reduce"),
+  c.all_reduce = fit_link(time_collective(ranks, sizes, repeats, "all_reduce"),
                           all_reduce_latency_steps, all_reduce_bandwidth_share);
-  c.reduce_scatter = fit_link(time_collective(comm, sizes, repeats, "reduce_scatter"),
+  c.reduce_scatter = fit_link(time_collective(ranks, sizes, repeats, "reduce_scatter"),
                               half_latency_steps, half_bandwidth_share);
-  c.all_gather = fit_link(time_collective(comm, sizes, repeats, "all_gather"), half_latency_steps,
+  c.all_gather = fit_link(time_collective(ranks, sizes, repeats, "all_gather"), half_latency_steps,
                           half_bandwidth_share);
-  c.send_recv = fit_link(time_collective(comm, sizes, repeats, "send_recv"), one_step, one_step);
+  c.send_recv = fit_link(time_collective(ranks, sizes, repeats, "send_recv"), one_step, one_step);
   return c;
 }
 
@@ -303,14 +320,14 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   for (auto& pass : passes) {
     for (const int t : req.tp) {
       for (const int b : req.micro_batches)
-        pass.push_back(time_entry(req.model, precision, t, b, req.repeats, world));
+        pass.push_back(time_entry(req.model, precision, t, b, req.repeats, {world, *node}));
     }
-    optimizer.push_back(time_optimizer(req.model, req.repeats, world));
+    optimizer.push_back(time_optimizer(req.model, req.repeats, {world, *node}));
   }
   p.ops = median_over_passes(passes);
   p.optimizer_per_param = median(optimizer);
   if (node_size > 1) {
-    p.intra = measure_comm(*node, req.message_bytes, req.repeats);
+    p.intra = measure_comm({*node, *node}, req.message_bytes, req.repeats);
     p.wake = time_wake(*node);
   }
   int nodes = node_rank == 0 ? 1 : 0;
@@ -320,7 +337,7 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
     MPI_Comm across = MPI_COMM_NULL;
     GRIDLM_MPI_CHECK(MPI_Comm_split(world, node_rank, rank, &across));
     const parallel::MpiCommHandle owned = parallel::own_comm(across);
-    p.inter = measure_comm(across, req.message_bytes, req.repeats);
+    p.inter = measure_comm({across, *node}, req.message_bytes, req.repeats);
   }
   // Inside a node with one rank there is nothing to measure: the link is never used.
   if (node_size == 1) p.intra = CommCosts{{0, 1e12}, {0, 1e12}, {0, 1e12}, {0, 1e12}};
