@@ -49,17 +49,30 @@ for rank, c in enumerate(plan['ranked']):
         print(f"{plan['global_batch']}\t{rank}\t{c['step_s'] * 1e3:.2f}\t{name}\t{c['flags']}")
 PY
 }
-# Every ranked layout of m micro-batches, each dp, from a new $out/p.json into $out/fresh.
+# Every ranked layout of N ranks and m micro-batches of b, each dp dividing N, best first per
+# global batch (the lines of `candidates`).
 predict_all() {
   local dp
-  : >"$out/fresh"
   for ((dp = 1; dp <= $1; dp++)); do
-    if (($1 % dp == 0)); then candidates "$1" "$2" "$3" "$dp" >>"$out/fresh"; fi
-  done
+    if (($1 % dp == 0)); then candidates "$1" "$2" "$3" "$dp"; fi
+  done | sort -u | sort -t$'\t' -k1,1n -k2,2n
 }
+# $out/p.json: the model profiled at N ranks.
 profile() {
   mpiexec -n "$1" "$gridlm" profile --config "$config" --tp "$tp" --micro-batches "$b" \
     -o "$out/p.json" >"$out/profile.log" </dev/null
+}
+# Trains a layout (N ranks, its flags) for enough steps at its predicted ms; prints the
+# median ms per step after the first 2.
+measure() {
+  local n=$1 pred=$2 flags=$3 n_steps
+  n_steps=$(awk -v s="$steps" -v p="$pred" -v t="$min_seconds" \
+    'BEGIN { k = int(1000 * t / p + 0.999) + 2; print (k > s ? k : s) }')
+  # shellcheck disable=SC2086 # the flags are words
+  mpiexec -n "$n" "$gridlm" train --config "$config" $flags --set train.steps="$n_steps" \
+    --set train.log_every=1000 --set output.dir="$out/run" --set output.weights= \
+    --set output.metrics=m.jsonl >/dev/null </dev/null
+  tail -n +3 "$out/run/m.jsonl" | sed -n 's/.*"ms_per_step":\([0-9.e+-]*\).*/\1/p' | median
 }
 
 for spec in "${specs[@]}"; do
@@ -83,32 +96,23 @@ for spec in "${specs[@]}"; do
     # global batch b x m x dp.
     for m in "${micro[@]}"; do
       profile "$n"
-      : >"$out/cands"
-      for ((dp = 1; dp <= n; dp++)); do
-        ((n % dp == 0)) || continue
-        candidates "$n" "$b" "$m" "$dp" >>"$out/cands"
-      done
-      sort -u "$out/cands" | sort -t$'\t' -k1,1n -k2,2n -o "$out/cands"
+      predict_all "$n" "$b" "$m" >"$out/cands"
       mapfile -t lines <"$out/cands"
       preds=() meas=()
       for ((pass = 0; pass < repeats; pass++)); do
-        # Each later pass predicts from a profile of its own, taken right before it.
-        if ((pass > 0 && !profile_each)); then profile "$n" && predict_all "$n" "$b" "$m"; fi
         for i in "${!lines[@]}"; do
           IFS=$'\t' read -r gb rank pred name flags <<<"${lines[$i]}"
-          if ((profile_each)); then profile "$n" && predict_all "$n" "$b" "$m"; fi
+          # A later pass, or each run with PROFILE_EACH, predicts from a profile of its own.
+          if ((profile_each || (pass > 0 && i == 0))); then
+            profile "$n"
+            predict_all "$n" "$b" "$m" >"$out/fresh"
+          fi
           if ((pass > 0 || profile_each)); then
             fresh=$(awk -F'\t' -v w="$name" '$4 == w { print $3 }' "$out/fresh")
             pred=${fresh:-$pred}
           fi
           preds[$i]+="$pred "
-          n_steps=$(awk -v s="$steps" -v p="$pred" -v t="$min_seconds" \
-            'BEGIN { k = int(1000 * t / p + 0.999) + 2; print (k > s ? k : s) }')
-          # shellcheck disable=SC2086 # the flags are words
-          mpiexec -n "$n" "$gridlm" train --config "$config" $flags --set train.steps="$n_steps" \
-            --set train.log_every=1000 --set output.dir="$out/run" --set output.weights= \
-            --set output.metrics=m.jsonl >/dev/null </dev/null
-          meas[$i]+="$(tail -n +3 "$out/run/m.jsonl" | sed -n 's/.*"ms_per_step":\([0-9.e+-]*\).*/\1/p' | median) "
+          meas[$i]+="$(measure "$n" "$pred" "$flags") "
         done
       done
       for i in "${!lines[@]}"; do

@@ -59,10 +59,10 @@ double time_op(const Timers& ranks, int repeats, const std::function<void()>& be
   for (int r = 0; r <= repeats; ++r) {
     if (before) before();
     Kokkos::fence();
+    double start = parallel::steady_seconds(); // this rank's arrival; the host's last below
     // Waited for as the job waits: a rank spinning in MPI_Barrier after the others left it
     // would take a core from the op being timed (at 4 ranks on 2 cores the all-reduce's fitted
     // latency was 837 us after MPI_Barrier, 35 us after this).
-    double start = parallel::steady_seconds();
     MPI_Request barrier = MPI_REQUEST_NULL;
     GRIDLM_MPI_CHECK(MPI_Ibarrier(ranks.all, &barrier));
     parallel::complete(barrier, "MPI_Ibarrier (profile)");

@@ -8,7 +8,7 @@
 //                                      backward op of STEP, with transfers still in flight
 // Each fault happens once per process (a rolled-back run does not meet it again).
 // STEP counts from 1, as the log does.
-// Unset (as in every real run) it costs one branch per send and per step.
+// Unset (as in every real run) it costs one branch per send, per step and per backward op.
 #pragma once
 
 namespace gridlm::parallel::fault {
