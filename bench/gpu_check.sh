@@ -12,13 +12,14 @@
 #      the GPU against its own CPU-independent expectations;
 #   5. the GEMM rate through layers::matmul (8192^3, fp32 and bf16): the ceiling of the MFU;
 #   6. a GPT-2 124M-shaped model (12 layers, width 768, vocabulary 50257, context 256) for 12 steps
-#      in bf16 and fp32: tokens/s and MFU against the GPU's bf16 peak (H100/H200 SXM: 989 TFLOP/s
-#      dense; GPU_PEAK_TFLOPS to change it);
+#      in bf16 and fp32 with micro-batches of 16 sequences, and in bf16 with 64: tokens/s and MFU
+#      against the GPU's bf16 peak (H100/H200 SXM: 989 TFLOP/s dense; GPU_PEAK_TFLOPS to change
+#      it);
 #   7. `gridlm profile` of that shape in bf16 (OUT_DIR/profile-124m-bf16.json, for the planner),
 #      and `gridlm plan --auto` for one 8-GPU node priced by it.
 # Prints one summary line per step and exits non-zero if any failed.
-# GPU_CHECK_124M_STEPS (12), GPU_CHECK_GEMM_N (8192) and GPU_CHECK_PROFILE_MB (1,2,4,8,16) shorten
-# steps 5-7, to try the script on a CPU; GPU_CHECK_MAX_STEP_SECONDS caps every step's time limit
+# GPU_CHECK_124M_STEPS (12), GPU_CHECK_124M_LARGE_MB (64), GPU_CHECK_GEMM_N (8192) and
+# GPU_CHECK_PROFILE_MB (1,2,4,8,16) shorten steps 5-7, to try the script on a CPU; GPU_CHECK_MAX_STEP_SECONDS caps every step's time limit
 # (a hung step then costs a short device lease less).
 # Usage: bench/gpu_check.sh BUNDLE.tar.xz [OUT_DIR]
 set -uo pipefail
@@ -71,16 +72,20 @@ if [[ -x $root/bin/bench_sgemm_peak ]]; then
 fi
 gpt2_124m=(--config "$root/configs/tiny.toml" --set model.vocab_size=50257 --set model.seq_len=256
   --set model.n_layer=12 --set model.n_head=12 --set model.d_model=768)
-for precision in bf16 fp32; do
-  step "gpt2_124m_$precision" 600 "$gridlm" train "${gpt2_124m[@]}" --set train.micro_batch=16 \
+# Micro-batches of 16 sequences in both precisions, then 64 in bf16: how much of the step is
+# per-step work (optimizer, gradient norm, launches) that more tokens would spread out.
+for run in bf16:16 fp32:16 "bf16:${GPU_CHECK_124M_LARGE_MB:-64}"; do
+  precision=${run%:*} micro=${run#*:}
+  name=gpt2_124m_$precision$([[ $micro == 16 ]] || echo "_mb$micro")
+  step "$name" 600 "$gridlm" train "${gpt2_124m[@]}" --set train.micro_batch="$micro" \
     --set train.steps="${GPU_CHECK_124M_STEPS:-12}" --set train.log_every=1 --set train.precision=$precision \
     --set train.peak_gflops="$((peak * 1000))" --set output.weights= \
-    --set output.dir="$out/gpt2_124m_$precision" &&
-    "${py[@]}" - "$out/gpt2_124m_$precision/metrics.jsonl" "$precision" <<'PY'
+    --set output.dir="$out/$name" &&
+    "${py[@]}" - "$out/$name/metrics.jsonl" "$name" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows = rows[2:] or rows  # the first two steps warm up
-print(f"gpt2_124m {sys.argv[2]}: median of {len(rows)} steps: "
+print(f"{sys.argv[2]}: median of {len(rows)} steps: "
       f"{statistics.median(r['tokens_per_s'] for r in rows):.0f} tokens/s, "
       f"MFU {100 * statistics.median(r['mfu'] for r in rows):.1f}% of the bf16 peak")
 PY

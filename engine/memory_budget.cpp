@@ -30,7 +30,8 @@ double node_available_bytes() {
   return 0;
 }
 
-MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout) {
+MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
+                               bool grouped_transfers) {
   // Doubles throughout: the point is to refuse sizes whose byte counts overflow integers.
   const auto& m = config.model;
   const double C = m.d_model, V = m.vocab_size, T = m.seq_len, H = m.n_head;
@@ -55,10 +56,25 @@ MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& 
   const double bf16_bytes =
       config.train.precision == "bf16" ? 4 * (std::max(4 * C * C, V * C) / tp + B * T * C) : 0.0;
   e.activations = activation_bytes + head_bytes + bf16_bytes;
+  // A stage's transfers, B x T x C floats each. Up front, every receive of the step is held from
+  // its start (an input and an output gradient per micro-batch and chunk, at most), and the
+  // sends still in flight (MPI completes a send whose receive is posted: a couple at a time); in
+  // groups, one op's receive and the sends of the op before.
+  if (layout.pp > 1) {
+    const double buffers =
+        grouped_transfers ? 4 : 2 * double(config.train.grad_accum) * config.parallel.chunks + 2;
+    e.transfers = buffers * 4 * B * T * C;
+  }
   // Weights, gradients and both moments: 16 bytes per parameter.
   const double embedding_bytes = 16 * embedding + head_bytes;
   const double block_bytes = 16 * block_params;
-  if (embedding_bytes >= block_bytes && embedding_bytes >= activation_bytes) {
+  if (e.transfers > std::max({embedding_bytes, block_bytes, activation_bytes})) {
+    e.largest = fmt::format("the pipeline's stage transfers (train.grad_accum = {} micro-batches "
+                            "x parallel.chunks = {}, their receives all posted at the step's "
+                            "start): lower train.grad_accum (raise train.micro_batch to keep the "
+                            "batch)",
+                            config.train.grad_accum, config.parallel.chunks);
+  } else if (embedding_bytes >= block_bytes && embedding_bytes >= activation_bytes) {
     e.largest = fmt::format("the token embedding and logits (model.vocab_size = {} x "
                             "model.d_model = {}): lower model.vocab_size, or split it over more "
                             "ranks with parallel.tp",
@@ -85,10 +101,11 @@ void check_memory_fits(const RunConfig& config, const parallel::Grid& grid) {
     const double available = node_available_bytes();
     if (available <= 0 || e.total() <= available / node_ranks) return;
     throw Error(fmt::format("memory: this run needs about {} per rank (weights {}, gradients {}, "
-                            "optimizer state {}, activations {}), but this node has {} available "
-                            "for its {} rank(s); the largest part is {}",
+                            "optimizer state {}, activations {}, stage transfers {}), but this "
+                            "node has {} available for its {} rank(s); the largest part is {}",
                             gib(e.total()), gib(e.weights), gib(e.gradients), gib(e.optimizer),
-                            gib(e.activations), gib(available), node_ranks, e.largest));
+                            gib(e.activations), gib(e.transfers), gib(available), node_ranks,
+                            e.largest));
   });
 }
 

@@ -17,14 +17,18 @@ struct MemoryEstimate {
   double gradients = 0;   // their gradients
   double optimizer = 0;   // AdamW's two moments (1/dp each under ZeRO-1)
   double activations = 0; // saved activations of the micro-batches in flight, and the logits
-  double total() const { return weights + gradients + optimizer + activations; }
+  double transfers = 0;   // pipeline stage transfers held at once (boundary tensors)
+  double total() const { return weights + gradients + optimizer + activations + transfers; }
   std::string largest; // the part that weighs most, with the keys that size it
 };
 
 // MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read (then nothing is refused).
 double node_available_bytes();
 
-MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout);
+// `grouped_transfers`: the pipeline posts its transfers in per-op groups (NCCL), not all of a
+// step's receives up front (MPI), which holds a buffer for every one of them from the start.
+MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
+                               bool grouped_transfers = false);
 
 // Collective over the grid: throws the same Error on every rank when the estimate exceeds what
 // the node has available (MemAvailable) shared among its ranks. Host memory only: on a GPU build

@@ -238,11 +238,19 @@ struct StageOpCost {
   }
 };
 
+// Whether NCCL carries the stage transfers of `s` (a machine file's devices, a profile timed on
+// NCCL), in per-op groups, where they are proven deadlock-free (as plan_run decides); else MPI
+// posts a step's receives up front.
+bool grouped_transfers(const parallel::Schedule& s, int eval_batches, const Profile& machine) {
+  if (s.stages < 2 || (machine.source != "machine" && machine.comm_backend != "nccl")) return false;
+  return parallel::plan_pipeline(s, eval_batches, parallel::Transfers::grouped_if_proven).grouped;
+}
+
 // The engine's estimate, or with recomputation: each block keeps only its input per
 // micro-batch in flight, and one block at a time holds its whole activations.
-MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, const Profile& machine,
-                              const PricingOptions& pricing) {
-  MemoryEstimate e = estimate_memory(r, l);
+MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, bool grouped,
+                              const Profile& machine, const PricingOptions& pricing) {
+  MemoryEstimate e = estimate_memory(r, l, grouped);
   if (!pricing.recompute) return e;
   const layers::ModelConfig& m = r.model;
   const double B = r.train.micro_batch, T = m.seq_len, C = m.d_model, H = m.n_head;
@@ -253,6 +261,16 @@ MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, con
   const double head = 4 * 2 * B * T * m.vocab_size / l.tp * scale;
   e.activations = in_flight * blocks * B * T * C * machine.activation_bytes + one_block + head;
   return e;
+}
+
+// The memory each rank of the candidate needs, as the engine would run it.
+MemoryEstimate candidate_memory(const RunConfig& config, const Candidate& c, const Profile& machine,
+                                const PricingOptions& pricing) {
+  const RunConfig r = with_candidate(config, c);
+  const parallel::Schedule s = parallel::make_schedule(parallel::parse_schedule(c.schedule),
+                                                       c.layout.pp, c.micro_batches, c.chunks);
+  return planned_memory(r, c.layout, grouped_transfers(s, r.train.eval_batches, machine), machine,
+                        pricing);
 }
 
 } // namespace
@@ -306,7 +324,7 @@ std::string candidate_problem(const RunConfig& config, const Candidate& c, const
   } catch (const Error& e) {
     return e.what();
   }
-  const MemoryEstimate e = planned_memory(r, l, machine, pricing);
+  const MemoryEstimate e = candidate_memory(config, c, machine, pricing);
   if (machine.memory_per_rank > 0 && e.total() > machine.memory_per_rank) {
     return fmt::format("does not fit in memory ({:.2f} GiB per rank of {:.2f} GiB): {}",
                        e.total() / double(1ull << 30), machine.memory_per_rank / double(1ull << 30),
@@ -393,7 +411,7 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
   pr.step_seconds = tl.makespan + after_pipeline + scalars + optimizer;
   pr.tokens_per_second =
       double(l.dp) * c.micro_batches * b * m.seq_len / std::max(pr.step_seconds, 1e-12);
-  pr.memory_per_rank = planned_memory(with_candidate(config, c), l, machine, pricing).total();
+  pr.memory_per_rank = candidate_memory(config, c, machine, pricing).total();
   return pr;
 }
 

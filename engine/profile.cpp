@@ -1,11 +1,13 @@
 // Profiles and machine files as JSON, the ring cost formulas and the fit of a link's cost.
 #include "engine/profile.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -97,6 +99,16 @@ json op_json(const OpTimes& t) {
           {"backward_input_s", t.backward_input},
           {"backward_weight_s", t.backward_weight}};
 }
+// The text of `key`, one of `choices`; `absent` when the file has no such field.
+std::string read_choice(const Reader& r, const std::string& key, const std::string& absent,
+                        const std::vector<std::string>& choices) {
+  const std::string value = r.has(key) ? r.text(key) : absent;
+  if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
+    r.fail(key, fmt::format("= '{}' is none of '{}'", value, fmt::join(choices, "', '")));
+  }
+  return value;
+}
+
 OpTimes read_op(const Reader& r) {
   return OpTimes{r.number("forward_s", 0), r.number("backward_s", 0),
                  r.number("backward_input_s", 0), r.number("backward_weight_s", 0)};
@@ -255,6 +267,7 @@ std::string profile_to_json(const Profile& p) {
        {"wake_s", p.wake},
        {"model", model_json(p.model)},
        {"precision", p.precision},
+       {"comm_backend", p.comm_backend},
        {"intra_node", comm_json(p.intra)}};
   if (p.inter) j["inter_node"] = comm_json(*p.inter);
   json ops = json::array();
@@ -325,10 +338,10 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
     if (p.core_share > 1) r.fail("core_share", fmt::format("= {} is above 1", p.core_share));
   }
   if (r.has("wake_s")) p.wake = r.number("wake_s", 0);
-  // Files from before the field timed fp32 products whatever the run's precision.
-  if (r.has("precision")) p.precision = r.text("precision");
-  if (p.precision != "fp32" && p.precision != "bf16")
-    r.fail("precision", fmt::format("= '{}' is neither 'fp32' nor 'bf16'", p.precision));
+  // Files from before the fields timed fp32 products whatever the run's precision, and MPI's
+  // collectives on host memory.
+  p.precision = read_choice(r, "precision", "fp32", {"fp32", "bf16"});
+  p.comm_backend = read_choice(r, "comm_backend", "mpi", {"mpi", "mpi-staged", "nccl"});
   p.intra = read_comm(r.child("intra_node"));
   if (r.has("inter_node")) p.inter = read_comm(r.child("inter_node"));
   if (!r.at("ops").is_array() || r.at("ops").empty()) r.fail("ops", "is not a non-empty list");

@@ -63,7 +63,9 @@ struct Profile {
   double optimizer_per_param = 0; // seconds of one AdamW update of one parameter
   layers::ModelConfig model;      // the model the ops were measured for (profile only)
   std::string precision = "fp32"; // of the products its ops timed (profile only)
-  std::vector<OpEntry> ops;       // measured ops (profile only)
+  // profile only: the backend whose collectives the links timed ("mpi", "mpi-staged", "nccl")
+  std::string comm_backend = "mpi";
+  std::vector<OpEntry> ops; // measured ops (profile only)
   // profile only: the cores of the most crowded node (core_share x ranks_per_node x
   // threads_per_rank), 0 when unknown (a file from before the field, a GPU build): a core per
   // thread assumed

@@ -172,34 +172,37 @@ double time_optimizer(const layers::ModelConfig& model, int repeats, const Timer
   return s / double(table.total);
 }
 
-// One collective's samples over `comm` (every rank of it at once).
-std::vector<CommSample> time_collective(const Timers& ranks, const std::vector<double>& sizes,
-                                        int repeats, const std::string& kind) {
-  const MPI_Comm comm = ranks.all;
-  parallel::MpiComm c(parallel::borrow_comm(comm), "profile");
+// One collective's samples over `c` (every rank of ranks.all at once), on buffers in the memory
+// the model's collectives use (the GPU's under NCCL).
+std::vector<CommSample> time_collective(const Timers& ranks, parallel::Comm& c,
+                                        const std::vector<double>& sizes, int repeats,
+                                        const std::string& kind) {
   const int g = c.size();
   std::vector<CommSample> out;
   for (const double bytes : sizes) {
     const std::size_t n = std::max<std::size_t>(g, std::size_t(bytes / 4) / g * g);
-    std::vector<float> a(n, 1.0f), b(n, 0.0f);
+    Kokkos::View<float*> send("engine::profile::send", n), receive("engine::profile::receive", n);
+    Kokkos::deep_copy(send, 1.0f);
+    float* const a = send.data();
+    float* const b = receive.data();
     std::function<void()> op;
     if (kind == "all_reduce") {
-      op = [&] { c.all_reduce(Span<float>(a.data(), n)); };
+      op = [&] { c.all_reduce(Span<float>(a, n)); };
     } else if (kind == "reduce_scatter") {
-      op = [&] { c.reduce_scatter(Span<const float>(a.data(), n), Span<float>(b.data(), n / g)); };
+      op = [&] { c.reduce_scatter(Span<const float>(a, n), Span<float>(b, n / g)); };
     } else if (kind == "all_gather") {
-      op = [&] { c.all_gather(Span<const float>(a.data(), n / g), Span<float>(b.data(), n)); };
+      op = [&] { c.all_gather(Span<const float>(a, n / g), Span<float>(b, n)); };
     } else {
       // Pairs (0, 1), (2, 3), ...: each sends to its partner and receives from it.
       const int peer = c.rank() ^ 1;
       op = [&] {
         if (peer >= g) return;
         if (c.rank() % 2 == 0) {
-          c.send(Span<const float>(a.data(), n), peer);
-          c.recv(Span<float>(b.data(), n), peer);
+          c.send(Span<const float>(a, n), peer);
+          c.recv(Span<float>(b, n), peer);
         } else {
-          c.recv(Span<float>(b.data(), n), peer);
-          c.send(Span<const float>(a.data(), n), peer);
+          c.recv(Span<float>(b, n), peer);
+          c.send(Span<const float>(a, n), peer);
         }
       };
     }
@@ -240,16 +243,21 @@ double time_wake(MPI_Comm node) {
   return mean[0];
 }
 
-CommCosts measure_comm(const Timers& ranks, const std::vector<double>& sizes, int repeats) {
-  CommCosts c;
-  c.all_reduce = fit_link(time_collective(ranks, sizes, repeats, "all_reduce"),
-                          all_reduce_latency_steps, all_reduce_bandwidth_share);
-  c.reduce_scatter = fit_link(time_collective(ranks, sizes, repeats, "reduce_scatter"),
+// The four link fits over ranks.all, timed on `backend` (the one a run's collectives use).
+CommCosts measure_comm(const Timers& ranks, const std::string& backend,
+                       const std::vector<double>& sizes, int repeats) {
+  const std::unique_ptr<parallel::Comm> c =
+      make_comm(parallel::borrow_comm(ranks.all), "profile", backend);
+  CommCosts costs;
+  costs.all_reduce = fit_link(time_collective(ranks, *c, sizes, repeats, "all_reduce"),
+                              all_reduce_latency_steps, all_reduce_bandwidth_share);
+  costs.reduce_scatter = fit_link(time_collective(ranks, *c, sizes, repeats, "reduce_scatter"),
+                                  half_latency_steps, half_bandwidth_share);
+  costs.all_gather = fit_link(time_collective(ranks, *c, sizes, repeats, "all_gather"),
                               half_latency_steps, half_bandwidth_share);
-  c.all_gather = fit_link(time_collective(ranks, sizes, repeats, "all_gather"), half_latency_steps,
-                          half_bandwidth_share);
-  c.send_recv = fit_link(time_collective(ranks, sizes, repeats, "send_recv"), one_step, one_step);
-  return c;
+  costs.send_recv =
+      fit_link(time_collective(ranks, *c, sizes, repeats, "send_recv"), one_step, one_step);
+  return costs;
 }
 
 // Throws the Error that names a request measure_profile cannot carry out on `ranks` ranks.
@@ -296,6 +304,7 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   p.ranks_per_node = slowest(node_size, world);
   p.model = req.model;
   p.precision = req.precision;
+  p.comm_backend = resolve_backend("auto");
   const layers::Precision precision = parse_precision(req.precision);
   const double available = node_available_bytes();
   // GPU builds hold the model in device memory, which the engine's estimate does not check.
@@ -327,7 +336,7 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
   p.ops = median_over_passes(passes);
   p.optimizer_per_param = median(optimizer);
   if (node_size > 1) {
-    p.intra = measure_comm({*node, *node}, req.message_bytes, req.repeats);
+    p.intra = measure_comm({*node, *node}, p.comm_backend, req.message_bytes, req.repeats);
     p.wake = time_wake(*node);
   }
   int nodes = node_rank == 0 ? 1 : 0;
@@ -337,7 +346,7 @@ Profile measure_profile(const ProfileRequest& req, MPI_Comm world) {
     MPI_Comm across = MPI_COMM_NULL;
     GRIDLM_MPI_CHECK(MPI_Comm_split(world, node_rank, rank, &across));
     const parallel::MpiCommHandle owned = parallel::own_comm(across);
-    p.inter = measure_comm({across, *node}, req.message_bytes, req.repeats);
+    p.inter = measure_comm({across, *node}, p.comm_backend, req.message_bytes, req.repeats);
   }
   // Inside a node with one rank there is nothing to measure: the link is never used.
   if (node_size == 1) p.intra = CommCosts{{0, 1e12}, {0, 1e12}, {0, 1e12}, {0, 1e12}};

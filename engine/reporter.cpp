@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/memory_budget.hpp"
 #include "layers/parameters.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
@@ -48,7 +49,11 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
   layers::MemoryReport mem = model.memory();
   mem.optimizer = optimizer_bytes;
   mem.gradients += reduction_bytes;
-  const std::size_t total = mem.weights + mem.gradients + mem.optimizer + mem.activations;
+  // Stage transfers take their buffers during the step: the estimate of the most held at once.
+  const std::size_t transfers =
+      std::size_t(estimate_memory(config_, grid_.layout(), plan_.pipeline.grouped).transfers);
+  const std::size_t total =
+      mem.weights + mem.gradients + mem.optimizer + mem.activations + transfers;
   // Stages differ (embedding, head, activation slots): rank 0 reports the largest too, the
   // lowest rank among equals.
   parallel::MpiComm all(parallel::borrow_comm(grid_.comm()));
@@ -88,13 +93,15 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
                 schedule.micro_batches, parallel::stage_blocks_text(model.stage_blocks()).c_str(),
                 100.0 * plan_.pipeline.uniform.bubble);
   }
+  const std::string transfer_note =
+      transfers > 0 ? fmt::format(", stage transfers up to {}", bytes(transfers)) : "";
   std::printf("memory per rank (rank 0): %.2f M parameters; weights %s, gradients %s, "
               "optimizer state %s, activations %s (micro-batch %d x %d, %d in flight x %d "
-              "chunk(s)); total %s\n",
+              "chunk(s))%s; total %s\n",
               double(model.parameters()) / 1e6, bytes(mem.weights).c_str(),
               bytes(mem.gradients).c_str(), bytes(mem.optimizer).c_str(),
               bytes(mem.activations).c_str(), B, T, model.chunks().front()->slots(),
-              int(model.chunks().size()), bytes(total).c_str());
+              int(model.chunks().size()), transfer_note.c_str(), bytes(total).c_str());
   if (grid_.size() > 1) {
     const parallel::Coords at = grid_.coords_of(largest_rank[0]);
     std::printf("memory, largest rank: %s on rank %d (dp %d, pp %d, tp %d)\n",

@@ -83,6 +83,7 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
 
   plan_buffers();
   if constexpr (!host_teams) plan_norm_chunks();
+  boundary_pool_ = BufferPool::create("layers::GPT::boundary", boundary_size());
 }
 
 // Every slot's activations and the backward's scratch, each one allocation carved into the
@@ -490,11 +491,7 @@ Span<float> GPT::tied_embedding_grad() {
   return Span<float>(grad(table_.wte), tied_embedding_size());
 }
 
-parallel::Stage::Buffer GPT::boundary_buffer() const {
-  auto* view = new Kokkos::View<float*>(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "layers::GPT::boundary"), boundary_size());
-  return Buffer(view->data(), [view](float*) { delete view; });
-}
+parallel::Stage::Buffer GPT::boundary_buffer() const { return boundary_pool_->take(); }
 
 void GPT::copy_boundary(float* to, const float* from) const {
   using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;

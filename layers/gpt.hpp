@@ -21,6 +21,7 @@
 #include <initializer_list>
 
 #include "layers/attention.hpp"
+#include "layers/buffer_pool.hpp"
 #include "layers/crossentropy.hpp"
 #include "layers/model_config.hpp"
 #include "layers/parameters.hpp"
@@ -113,6 +114,8 @@ public:
   void copy_to_host(float* host, const float* stage_memory, std::size_t n) const override;
   void copy_from_host(float* stage_memory, const float* host, std::size_t n) const override;
   void fence() const override;
+  // Where boundary_buffer() takes its buffers from: reused from one transfer to the next.
+  const BufferPool& boundary_pool() const { return *boundary_pool_; }
 
   MemoryReport memory() const;
   // The stored buffers of `slot` that only matrix products read: after its forward, the
@@ -221,6 +224,7 @@ private:
   // bf16 only (null in fp32).
   float* weight_bf16_ = nullptr; // [largest weight matrix] the rounded weight of one product
   float* d_res_bf16_ = nullptr;  // [N, C] the rounded residual gradient
+  std::shared_ptr<BufferPool> boundary_pool_; // [B, T, C] each: the pipeline's transfers
 };
 
 } // namespace gridlm::layers

@@ -32,6 +32,9 @@ wake = p['wake_s']
 low, high = (0, 0) if ranks == 1 else (50e-6 if share < 1 else 1e-9, 0.05)
 if not low <= wake <= high:
     sys.exit(f"FAIL: the profile records wake_s = {wake}; want {low} to {high} at {ranks} ranks")
+# A CPU build's collectives are MPI's (a GPU build's NCCL's).
+if p['comm_backend'] != 'mpi':
+    sys.exit(f"FAIL: the profile's links were timed on {p['comm_backend']!r}, not 'mpi'")
 PY
 "$mpiexec" -n 1 "$gridlm" plan --auto --ranks "$ranks" --config "$config" \
   --profile "$out/profile.json" --json "$out/plan.json" --top 5

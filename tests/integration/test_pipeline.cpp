@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
+#include "engine/memory_budget.hpp"
 #include "engine/pipeline_model.hpp"
 #include "layers/adamw.hpp"
 #include "parallel/schedule_transfers.hpp"
@@ -103,6 +105,15 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, Options options =
   oc.decay_steps = 20;
 
   std::vector<std::int32_t> seq(B * (T + 1)), x(B * T), y(B * T);
+  auto boundary_buffers = [&] { // made and taken, over this rank's chunks
+    std::pair<std::size_t, std::size_t> count{0, 0};
+    for (auto& g : model.chunks()) {
+      count.first += g->boundary_pool().made();
+      count.second += g->boundary_pool().taken();
+    }
+    return count;
+  };
+  std::size_t taken_by_one_step = 0;
   for (int step = 0; step < 20; ++step) {
     pipe.zero_grad();
     const double loss = pipe.step(
@@ -148,6 +159,7 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, Options options =
       }
       EXPECT_LT(timing.predicted_bubble, 1.0);
     }
+    if (step == 0) taken_by_one_step = boundary_buffers().second;
     const double norm = std::sqrt(pipe.grad_norm_squared(tp_comm.get()));
     for (std::size_t c = 0; c < opts.size(); ++c) {
       opts[c]->update(model.chunks()[c]->params(), model.chunks()[c]->grads(), step,
@@ -169,6 +181,24 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, Options options =
     ref += whole.forward(x.data(), y.data(), B, T) / 3;
   }
   EXPECT_NEAR(val, ref, 1e-4 * ref) << "validation loss";
+  // The transfers' buffers are reused: 20 steps allocate no more than one step takes (a GPU
+  // would otherwise pay a cudaMalloc and a device-wide cudaFree per transfer).
+  const auto [made, taken] = boundary_buffers();
+  if (pp > 1) {
+    EXPECT_GT(taken_by_one_step, 0u);
+    EXPECT_GT(taken, 19 * taken_by_one_step);
+  }
+  EXPECT_LE(made, taken_by_one_step) << "boundary buffers made over 20 steps, of " << taken;
+  // ... and no more than the memory estimate counts for them.
+  engine::RunConfig run;
+  run.model = mc;
+  run.model.seq_len = T;
+  run.train.micro_batch = B;
+  run.train.grad_accum = m;
+  run.parallel.chunks = chunks;
+  const double counted =
+      engine::estimate_memory(run, {1, pp, tp}, options.grouped_transfers).transfers;
+  EXPECT_LE(double(made) * 4 * B * T * mc.d_model, counted) << made << " buffers made";
 }
 
 } // namespace

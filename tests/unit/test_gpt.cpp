@@ -113,6 +113,29 @@ TEST(Activations, OtherShapesAreRefused) {
   EXPECT_THROW(g.forward(tok.data(), tok.data(), 2, 8), gridlm::Error);
 }
 
+// A pipeline's boundary tensors come from a pool: a dropped buffer is the next one taken, held
+// ones are distinct, and a handle that outlives its model stays valid.
+TEST(BoundaryBuffers, DroppedOnesAreReusedHeldOnesAreDistinct) {
+  std::shared_ptr<float> kept;
+  std::size_t n = 0;
+  {
+    GPT g(small(), 2, 8);
+    n = g.boundary_size();
+    EXPECT_EQ(g.boundary_pool().floats(), n);
+    float* first = g.boundary_buffer().get();
+    EXPECT_EQ(g.boundary_buffer().get(), first) << "a dropped buffer is reused";
+    const auto a = g.boundary_buffer(), b = g.boundary_buffer();
+    EXPECT_NE(a.get(), b.get());
+    EXPECT_EQ(g.boundary_pool().made(), 2u);
+    EXPECT_EQ(g.boundary_pool().taken(), 4u);
+    kept = g.boundary_buffer();
+  }
+  // Still allocated (the sanitizer build would report a write to freed memory).
+  const Kokkos::View<float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>> view(kept.get(), n);
+  Kokkos::deep_copy(view, 1.0f);
+  kept.reset();
+}
+
 // The chains that let a GPU give each token its own threads in the embedding's backward: every
 // position is on its token's chain once, in order, starting at the token's first position.
 TEST(Embedding, SameTokenLinksChainEachTokensPositionsInOrder) {

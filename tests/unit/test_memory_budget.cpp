@@ -64,5 +64,25 @@ TEST(MemoryBudget, SplittingShrinksTheShare) {
             0.3 * estimate_memory(c, parallel::Layout{1, 1, 1}).optimizer);
 }
 
+// A pipeline stage's transfers: with receives posted up front, a buffer per receive of the step
+// (2 per micro-batch and chunk) and the sends in flight; in groups, a few. (That the executor
+// holds no more than this is checked by the pipeline tests against the buffers it made.)
+TEST(MemoryBudget, StageTransfersCountTheReceivesPostedUpFront) {
+  RunConfig c;
+  c.train.grad_accum = 8;
+  c.parallel.chunks = 2;
+  const double boundary = 4.0 * c.train.micro_batch * c.model.seq_len * c.model.d_model;
+  EXPECT_EQ(estimate_memory(c, parallel::Layout{2, 1, 1}).transfers, 0.0) << "no pipeline";
+  const MemoryEstimate up_front = estimate_memory(c, parallel::Layout{1, 2, 1});
+  EXPECT_DOUBLE_EQ(up_front.transfers, (2 * 8 * 2 + 2) * boundary);
+  EXPECT_DOUBLE_EQ(estimate_memory(c, parallel::Layout{1, 2, 1}, true).transfers, 4 * boundary);
+  EXPECT_DOUBLE_EQ(up_front.total(), up_front.weights + up_front.gradients + up_front.optimizer +
+                                         up_front.activations + up_front.transfers);
+  // Many micro-batches of a small model: the transfers are what to lower.
+  c.train.grad_accum = 4096;
+  EXPECT_NE(estimate_memory(c, parallel::Layout{1, 2, 1}).largest.find("train.grad_accum"),
+            std::string::npos);
+}
+
 } // namespace
 } // namespace gridlm::engine

@@ -369,6 +369,24 @@ TEST(Planner, MemoryRefusesWhatDoesNotFit) {
   EXPECT_NE(r.refused.front().reason.find("does not fit in memory"), std::string::npos);
 }
 
+// A pipeline's transfer buffers: MPI posts a step's receives up front, NCCL (a profile timed on
+// it) in per-op groups where they are proven deadlock-free; many micro-batches fit only then.
+TEST(Planner, StageTransfersWeighAsTheBackendPostsThem) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  const Candidate piped = candidate(1, 2, 1, "1f1b", 1, 64, {2, 2});
+  const RunConfig r = with_candidate(c, piped);
+  const double up_front = estimate_memory(r, piped.layout).total();
+  const double grouped = estimate_memory(r, piped.layout, true).total();
+  ASSERT_LT(grouped, up_front);
+  p.memory_per_rank = (grouped + up_front) / 2;
+  EXPECT_NE(candidate_problem(c, piped, p).find("does not fit in memory"), std::string::npos);
+  EXPECT_DOUBLE_EQ(predict(c, piped, p).memory_per_rank, up_front);
+  p.comm_backend = "nccl";
+  EXPECT_EQ(candidate_problem(c, piped, p), "");
+  EXPECT_DOUBLE_EQ(predict(c, piped, p).memory_per_rank, grouped);
+}
+
 TEST(Planner, DefaultGlobalBatchIsTheConfiguration) {
   RunConfig c = small_config(); // micro_batch 2 x grad_accum 4, dp auto
   EXPECT_EQ(configured_global_batch(c, 4, 4), 2 * 4 * 4);

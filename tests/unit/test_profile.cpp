@@ -91,6 +91,15 @@ TEST(Profile, RoundTripKeepsEveryField) {
   } catch (const gridlm::Error& e) {
     EXPECT_NE(std::string(e.what()).find("precision"), std::string::npos) << e.what();
   }
+  // The backend whose collectives the links timed; files from before the field timed MPI.
+  Profile nccl = p;
+  nccl.comm_backend = "nccl";
+  EXPECT_EQ(profile_from_json(profile_to_json(nccl), "test").comm_backend, "nccl");
+  nlohmann::json no_backend = nlohmann::json::parse(profile_to_json(nccl));
+  no_backend.erase("comm_backend");
+  EXPECT_EQ(profile_from_json(no_backend.dump(), "test").comm_backend, "mpi");
+  no_backend["comm_backend"] = "gloo";
+  EXPECT_NE(error_of(no_backend.dump()).find("comm_backend"), std::string::npos);
 }
 
 // A machine file's fields, its links' all-reduce costs set by the caller.
