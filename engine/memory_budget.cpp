@@ -11,6 +11,8 @@
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/mpi_check.hpp"
+#include "parallel/pipeline_plan.hpp"
+#include "parallel/schedule.hpp"
 
 namespace gridlm::engine {
 namespace {
@@ -31,7 +33,7 @@ double node_available_bytes() {
 }
 
 MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
-                               bool grouped_transfers) {
+                               bool nccl_transfers) {
   // Doubles throughout: the point is to refuse sizes whose byte counts overflow integers.
   const auto& m = config.model;
   const double C = m.d_model, V = m.vocab_size, T = m.seq_len, H = m.n_head;
@@ -56,24 +58,28 @@ MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& 
   const double bf16_bytes =
       config.train.precision == "bf16" ? 4 * (std::max(4 * C * C, V * C) / tp + B * T * C) : 0.0;
   e.activations = activation_bytes + head_bytes + bf16_bytes;
-  // A stage's transfers, B x T x C floats each. Up front, every receive of the step is held from
-  // its start (an input and an output gradient per micro-batch and chunk, at most), and the
-  // sends still in flight (MPI completes a send whose receive is posted: a couple at a time); in
-  // groups, one op's receive and the sends of the op before.
-  if (layout.pp > 1) {
-    const double buffers =
-        grouped_transfers ? 4 : 2 * double(config.train.grad_accum) * config.parallel.chunks + 2;
-    e.transfers = buffers * 4 * B * T * C;
+  // A stage's transfers and hand-overs between chunks, B x T x C floats each, as many as the
+  // executor holds at once for the schedule (training or validation) and its posting.
+  if (layout.pp > 1 || config.parallel.chunks > 1) {
+    const parallel::Schedule s =
+        parallel::make_schedule(parallel::parse_schedule(config.parallel.schedule), layout.pp,
+                                config.train.grad_accum, config.parallel.chunks);
+    const parallel::PipelinePlan plan = parallel::plan_pipeline(
+        s, config.train.eval_batches,
+        nccl_transfers ? parallel::Transfers::grouped_if_proven : parallel::Transfers::up_front);
+    e.transfers = plan.boundary_buffers * 4 * B * T * C;
   }
   // Weights, gradients and both moments: 16 bytes per parameter.
   const double embedding_bytes = 16 * embedding + head_bytes;
   const double block_bytes = 16 * block_params;
   if (e.transfers > std::max({embedding_bytes, block_bytes, activation_bytes})) {
     e.largest = fmt::format("the pipeline's stage transfers (train.grad_accum = {} micro-batches "
-                            "x parallel.chunks = {}, their receives all posted at the step's "
-                            "start): lower train.grad_accum (raise train.micro_batch to keep the "
-                            "batch)",
-                            config.train.grad_accum, config.parallel.chunks);
+                            "of train.micro_batch = {} x parallel.chunks = {}, or "
+                            "train.eval_batches = {}, their receives posted at the step's start): "
+                            "lower the batch per replica (raise parallel.dp for the same global "
+                            "batch), parallel.chunks or train.eval_batches",
+                            config.train.grad_accum, config.train.micro_batch,
+                            config.parallel.chunks, config.train.eval_batches);
   } else if (embedding_bytes >= block_bytes && embedding_bytes >= activation_bytes) {
     e.largest = fmt::format("the token embedding and logits (model.vocab_size = {} x "
                             "model.d_model = {}): lower model.vocab_size, or split it over more "

@@ -25,10 +25,11 @@ struct MemoryEstimate {
 // MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read (then nothing is refused).
 double node_available_bytes();
 
-// `grouped_transfers`: the pipeline posts its transfers in per-op groups (NCCL), not all of a
-// step's receives up front (MPI), which holds a buffer for every one of them from the start.
+// `nccl_transfers`: NCCL would carry the pipeline's transfers, in per-op groups where
+// plan_pipeline proves them deadlock-free; else (and where it does not) MPI posts a step's
+// receives up front, each holding a buffer from the step's start.
 MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
-                               bool grouped_transfers = false);
+                               bool nccl_transfers = false);
 
 // Collective over the grid: throws the same Error on every rank when the estimate exceeds what
 // the node has available (MemAvailable) shared among its ranks. Host memory only: on a GPU build

@@ -238,19 +238,19 @@ struct StageOpCost {
   }
 };
 
-// Whether NCCL carries the stage transfers of `s` (a machine file's devices, a profile timed on
-// NCCL), in per-op groups, where they are proven deadlock-free (as plan_run decides); else MPI
-// posts a step's receives up front.
-bool grouped_transfers(const parallel::Schedule& s, int eval_batches, const Profile& machine) {
-  if (s.stages < 2 || (machine.source != "machine" && machine.comm_backend != "nccl")) return false;
-  return parallel::plan_pipeline(s, eval_batches, parallel::Transfers::grouped_if_proven).grouped;
+// Whether NCCL would carry a run's stage transfers on the machine the profile describes: a
+// machine file's devices, or a profile timed on NCCL, unless the run asks for MPI.
+bool nccl_transfers(const RunConfig& r, const Profile& machine) {
+  const std::string& backend = r.parallel.backend;
+  return (machine.source == "machine" || machine.comm_backend == "nccl") &&
+         (backend == "auto" || backend == "nccl");
 }
 
 // The engine's estimate, or with recomputation: each block keeps only its input per
 // micro-batch in flight, and one block at a time holds its whole activations.
-MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, bool grouped,
-                              const Profile& machine, const PricingOptions& pricing) {
-  MemoryEstimate e = estimate_memory(r, l, grouped);
+MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, const Profile& machine,
+                              const PricingOptions& pricing) {
+  MemoryEstimate e = estimate_memory(r, l, nccl_transfers(r, machine));
   if (!pricing.recompute) return e;
   const layers::ModelConfig& m = r.model;
   const double B = r.train.micro_batch, T = m.seq_len, C = m.d_model, H = m.n_head;
@@ -266,11 +266,7 @@ MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, boo
 // The memory each rank of the candidate needs, as the engine would run it.
 MemoryEstimate candidate_memory(const RunConfig& config, const Candidate& c, const Profile& machine,
                                 const PricingOptions& pricing) {
-  const RunConfig r = with_candidate(config, c);
-  const parallel::Schedule s = parallel::make_schedule(parallel::parse_schedule(c.schedule),
-                                                       c.layout.pp, c.micro_batches, c.chunks);
-  return planned_memory(r, c.layout, grouped_transfers(s, r.train.eval_batches, machine), machine,
-                        pricing);
+  return planned_memory(with_candidate(config, c), c.layout, machine, pricing);
 }
 
 } // namespace

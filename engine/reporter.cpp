@@ -51,7 +51,7 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
   mem.gradients += reduction_bytes;
   // Stage transfers take their buffers during the step: the estimate of the most held at once.
   const std::size_t transfers =
-      std::size_t(estimate_memory(config_, grid_.layout(), plan_.pipeline.grouped).transfers);
+      std::size_t(estimate_memory(config_, grid_.layout(), plan_.backend == "nccl").transfers);
   const std::size_t total =
       mem.weights + mem.gradients + mem.optimizer + mem.activations + transfers;
   // Stages differ (embedding, head, activation slots): rank 0 reports the largest too, the

@@ -29,6 +29,8 @@ PipelinePlan plan_pipeline(const Schedule& train, int eval_micro_batches, Transf
       plan.transfers_note = problem;
     }
   }
+  plan.boundary_buffers = std::max(held_boundary_buffers(plan.train, plan.grouped),
+                                   held_boundary_buffers(plan.eval, plan.grouped));
   plan.split_backward = train.kind == ScheduleKind::zb_h1;
   plan.uniform = simulate(plan.train, OpCosts{});
   for (int s = 0; s < train.stages; ++s)

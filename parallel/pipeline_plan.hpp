@@ -27,6 +27,7 @@ struct PipelinePlan {
   std::string transfers_note;  // why grouped transfers were asked for but not used ("" if not)
   bool split_backward = false; // B and W run apart (zb-h1)
   std::vector<int> slots;      // per stage: activation slots, the most micro-batches in flight
+  int boundary_buffers = 0;    // the most transfer buffers a stage holds (train or eval)
   Timeline uniform;            // the training schedule simulated with uniform op costs
 };
 

@@ -1,6 +1,8 @@
 // Transfers of a schedule, their grouping for NCCL and the rendezvous deadlock check.
 #include "parallel/schedule_transfers.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace gridlm::parallel {
@@ -105,6 +107,37 @@ std::string check_grouped_transfers(const Schedule& s) {
                        before);
   }
   return "";
+}
+
+int held_boundary_buffers(const Schedule& s, bool grouped) {
+  int most = 0;
+  for (int stage = 0; stage < s.stages; ++stage) {
+    const std::vector<Op>& ops = s.ops[std::size_t(stage)];
+    auto waits = [&](const OpTransfers& t) { return t.recv_from >= 0 && t.recv_from != stage; };
+    int receives = 0, sends = 0, handed = 0;
+    if (!grouped) {
+      for (const Op& op : ops)
+        receives += waits(op_transfers(s, stage, op)) ? 1 : 0;
+    }
+    most = std::max(most, receives);
+    for (const Op& op : ops) {
+      const OpTransfers t = op_transfers(s, stage, op);
+      if (grouped && waits(t)) ++receives;
+      const int completed = waits(t) ? sends : 0;
+      // The output's buffer is taken while the input's is still held; then the input goes, and
+      // the sends this op's wait completed.
+      if (t.send_to == stage) {
+        ++handed;
+      } else if (t.send_to >= 0) {
+        ++sends;
+      }
+      most = std::max(most, receives + sends + handed);
+      if (waits(t)) --receives;
+      if (t.recv_from == stage) --handed;
+      sends -= completed;
+    }
+  }
+  return most;
 }
 
 } // namespace gridlm::parallel

@@ -42,4 +42,10 @@ std::vector<std::vector<std::vector<GroupedTransfer>>> grouped_transfers(const S
 // that waits forever and on what.
 std::string check_grouped_transfers(const Schedule& s);
 
+// The most boundary tensors a stage of `s` holds at once, as the executor posts its transfers
+// (up front, or `grouped`): receives posted and not yet consumed, hand-overs between chunks, and
+// sends, each counted until the stage next waits for a receive (then NCCL's in-order stream has
+// completed it; MPI has matched it against a receive posted up front, or soon will).
+int held_boundary_buffers(const Schedule& s, bool grouped);
+
 } // namespace gridlm::parallel

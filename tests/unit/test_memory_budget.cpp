@@ -8,6 +8,7 @@
 #include "engine/memory_budget.hpp"
 #include "engine/pipeline_model.hpp"
 #include "layers/gpt.hpp"
+#include "parallel/schedule_transfers.hpp"
 
 namespace gridlm::engine {
 namespace {
@@ -64,24 +65,44 @@ TEST(MemoryBudget, SplittingShrinksTheShare) {
             0.3 * estimate_memory(c, parallel::Layout{1, 1, 1}).optimizer);
 }
 
-// A pipeline stage's transfers: with receives posted up front, a buffer per receive of the step
-// (2 per micro-batch and chunk) and the sends in flight; in groups, a few. (That the executor
-// holds no more than this is checked by the pipeline tests against the buffers it made.)
-TEST(MemoryBudget, StageTransfersCountTheReceivesPostedUpFront) {
+// A pipeline stage's transfers: as many buffers as the executor holds at once for the schedule
+// and its posting (parallel::held_boundary_buffers; that the executor holds no more is checked
+// by the pipeline tests against the buffers it made), for training or validation.
+TEST(MemoryBudget, StageTransfersCountWhatTheExecutorHolds) {
   RunConfig c;
   c.train.grad_accum = 8;
-  c.parallel.chunks = 2;
   const double boundary = 4.0 * c.train.micro_batch * c.model.seq_len * c.model.d_model;
   EXPECT_EQ(estimate_memory(c, parallel::Layout{2, 1, 1}).transfers, 0.0) << "no pipeline";
-  const MemoryEstimate up_front = estimate_memory(c, parallel::Layout{1, 2, 1});
-  EXPECT_DOUBLE_EQ(up_front.transfers, (2 * 8 * 2 + 2) * boundary);
-  EXPECT_DOUBLE_EQ(estimate_memory(c, parallel::Layout{1, 2, 1}, true).transfers, 4 * boundary);
+  const auto held = [](parallel::ScheduleKind kind, int p, int m, int v, bool grouped) {
+    return parallel::held_boundary_buffers(parallel::make_schedule(kind, p, m, v), grouped);
+  };
+  // 1f1b at 4 stages: a middle stage holds every receive of the step (2 per micro-batch);
+  // NCCL's groups hold a few.
+  const MemoryEstimate up_front = estimate_memory(c, parallel::Layout{1, 4, 1});
+  EXPECT_DOUBLE_EQ(up_front.transfers,
+                   held(parallel::ScheduleKind::one_f_one_b, 4, 8, 1, false) * boundary);
+  EXPECT_GE(up_front.transfers, 2 * 8 * boundary);
+  const MemoryEstimate grouped = estimate_memory(c, parallel::Layout{1, 4, 1}, true);
+  EXPECT_DOUBLE_EQ(grouped.transfers,
+                   held(parallel::ScheduleKind::one_f_one_b, 4, 8, 1, true) * boundary);
+  EXPECT_LT(grouped.transfers, up_front.transfers / 2);
   EXPECT_DOUBLE_EQ(up_front.total(), up_front.weights + up_front.gradients + up_front.optimizer +
                                          up_front.activations + up_front.transfers);
-  // Many micro-batches of a small model: the transfers are what to lower.
+  // Validation posts its receives up front too: many validation micro-batches weigh more.
+  c.train.eval_batches = 100;
+  EXPECT_GT(estimate_memory(c, parallel::Layout{1, 4, 1}).transfers, up_front.transfers);
+  // Chunks on one stage hand their tensors over in buffers too.
+  c.parallel.schedule = "interleaved-1f1b";
+  c.parallel.chunks = 2;
+  EXPECT_GT(estimate_memory(c, parallel::Layout{1, 1, 1}).transfers, 0.0);
+  // Many micro-batches of a small model: the transfers are what to lower, and the message says
+  // how.
+  c.parallel.schedule = "1f1b";
+  c.parallel.chunks = 1;
   c.train.grad_accum = 4096;
-  EXPECT_NE(estimate_memory(c, parallel::Layout{1, 2, 1}).largest.find("train.grad_accum"),
-            std::string::npos);
+  const std::string largest = estimate_memory(c, parallel::Layout{1, 2, 1}).largest;
+  EXPECT_NE(largest.find("stage transfers"), std::string::npos) << largest;
+  EXPECT_NE(largest.find("parallel.dp"), std::string::npos) << largest;
 }
 
 } // namespace

@@ -370,11 +370,12 @@ TEST(Planner, MemoryRefusesWhatDoesNotFit) {
 }
 
 // A pipeline's transfer buffers: MPI posts a step's receives up front, NCCL (a profile timed on
-// it) in per-op groups where they are proven deadlock-free; many micro-batches fit only then.
+// it, unless the run asks for MPI) in per-op groups where they are proven deadlock-free; many
+// micro-batches fit only then.
 TEST(Planner, StageTransfersWeighAsTheBackendPostsThem) {
   RunConfig c = small_config();
   Profile p = hand_profile(c);
-  const Candidate piped = candidate(1, 2, 1, "1f1b", 1, 64, {2, 2});
+  const Candidate piped = candidate(1, 2, 1, "1f1b", 1, 32, {2, 2});
   const RunConfig r = with_candidate(c, piped);
   const double up_front = estimate_memory(r, piped.layout).total();
   const double grouped = estimate_memory(r, piped.layout, true).total();
@@ -385,6 +386,8 @@ TEST(Planner, StageTransfersWeighAsTheBackendPostsThem) {
   p.comm_backend = "nccl";
   EXPECT_EQ(candidate_problem(c, piped, p), "");
   EXPECT_DOUBLE_EQ(predict(c, piped, p).memory_per_rank, grouped);
+  c.parallel.backend = "mpi";
+  EXPECT_DOUBLE_EQ(predict(c, piped, p).memory_per_rank, up_front) << "MPI asked for";
 }
 
 TEST(Planner, DefaultGlobalBatchIsTheConfiguration) {

@@ -279,6 +279,16 @@ TEST(GroupedTransfers, PairsEachSendWithItsReceive) {
   EXPECT_EQ(op_transfers(s, 1, {OpKind::W, 3, 0}).send_to, -1) << "W sends nothing";
 }
 
+// gpipe, 2 stages, 2 micro-batches. Up front, stage 0 posts both gradients' receives, then sends
+// F0's and F1's outputs before it waits for one: 4 buffers. In groups: the two sends and B0's
+// receive: 3. Stage 1 holds its two receives, or one at a time and then B0's and B1's sends: 2.
+TEST(GroupedTransfers, BuffersHeldAtOnceCountedByHand) {
+  const Schedule s = make_schedule(ScheduleKind::gpipe, 2, 2);
+  EXPECT_EQ(held_boundary_buffers(s, false), 4);
+  EXPECT_EQ(held_boundary_buffers(s, true), 3);
+  EXPECT_EQ(held_boundary_buffers(make_schedule(ScheduleKind::one_f_one_b, 1, 8), false), 0);
+}
+
 TEST(GroupedTransfers, CheckerFindsARendezvousDeadlock) {
   // Interleaving is deadlock-free with buffered sends (MPI), but its grouped plan is not:
   // stage 0 sends an activation in a group whose peer group on stage 1 never holds the
