@@ -19,8 +19,9 @@
 #      and `gridlm plan --auto` for one 8-GPU node priced by it.
 # Prints one summary line per step and exits non-zero if any failed.
 # GPU_CHECK_124M_STEPS (12), GPU_CHECK_124M_LARGE_MB (64), GPU_CHECK_GEMM_N (8192) and
-# GPU_CHECK_PROFILE_MB (1,2,4,8,16) shorten steps 5-7, to try the script on a CPU; GPU_CHECK_MAX_STEP_SECONDS caps every step's time limit
-# (a hung step then costs a short device lease less).
+# GPU_CHECK_PROFILE_MB (1,2,4,8,16) shorten steps 5-7, to try the script on a CPU;
+# GPU_CHECK_MAX_STEP_SECONDS caps every step's time limit (a hung step then costs a short device
+# lease less).
 # Usage: bench/gpu_check.sh BUNDLE.tar.xz [OUT_DIR]
 set -uo pipefail
 bundle=$1 out=${2:-gpu-check}

@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/memory_budget.hpp"
 #include "layers/parameters.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
@@ -49,9 +48,9 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
   layers::MemoryReport mem = model.memory();
   mem.optimizer = optimizer_bytes;
   mem.gradients += reduction_bytes;
-  // Stage transfers take their buffers during the step: the estimate of the most held at once.
-  const std::size_t transfers =
-      std::size_t(estimate_memory(config_, grid_.layout(), plan_.backend == "nccl").transfers);
+  // Stage transfers take their buffers during the step: as many as the plan counts held at once.
+  const std::size_t transfers = std::size_t(plan_.pipeline.boundary_buffers) *
+                                model.chunks().front()->boundary_size() * sizeof(float);
   const std::size_t total =
       mem.weights + mem.gradients + mem.optimizer + mem.activations + transfers;
   // Stages differ (embedding, head, activation slots): rank 0 reports the largest too, the
