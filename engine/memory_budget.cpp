@@ -32,8 +32,11 @@ double node_available_bytes() {
   return 0;
 }
 
-MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
-                               bool nccl_transfers) {
+namespace {
+
+// `boundary_buffers`: the most stage transfer buffers (B x T x C floats) a stage holds at once.
+MemoryEstimate estimate_with_transfers(const RunConfig& config, const parallel::Layout& layout,
+                                       int boundary_buffers) {
   // Doubles throughout: the point is to refuse sizes whose byte counts overflow integers.
   const auto& m = config.model;
   const double C = m.d_model, V = m.vocab_size, T = m.seq_len, H = m.n_head;
@@ -60,15 +63,7 @@ MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& 
   e.activations = activation_bytes + head_bytes + bf16_bytes;
   // A stage's transfers and hand-overs between chunks, B x T x C floats each, as many as the
   // executor holds at once for the schedule (training or validation) and its posting.
-  if (layout.pp > 1 || config.parallel.chunks > 1) {
-    const parallel::Schedule s =
-        parallel::make_schedule(parallel::parse_schedule(config.parallel.schedule), layout.pp,
-                                config.train.grad_accum, config.parallel.chunks);
-    const parallel::PipelinePlan plan = parallel::plan_pipeline(
-        s, config.train.eval_batches,
-        nccl_transfers ? parallel::Transfers::grouped_if_proven : parallel::Transfers::up_front);
-    e.transfers = plan.boundary_buffers * 4 * B * T * C;
-  }
+  e.transfers = boundary_buffers * 4 * B * T * C;
   // Weights, gradients and both moments: 16 bytes per parameter.
   const double embedding_bytes = 16 * embedding + head_bytes;
   const double block_bytes = 16 * block_params;
@@ -96,6 +91,30 @@ MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& 
                             config.train.micro_batch, m.seq_len);
   }
   return e;
+}
+
+bool has_transfers(const RunConfig& config, const parallel::Layout& layout) {
+  return layout.pp > 1 || config.parallel.chunks > 1;
+}
+
+} // namespace
+
+MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
+                               bool nccl_transfers) {
+  if (!has_transfers(config, layout)) return estimate_with_transfers(config, layout, 0);
+  const parallel::Schedule s =
+      parallel::make_schedule(parallel::parse_schedule(config.parallel.schedule), layout.pp,
+                              config.train.grad_accum, config.parallel.chunks);
+  const parallel::PipelinePlan plan = parallel::plan_pipeline(
+      s, config.train.eval_batches,
+      nccl_transfers ? parallel::Transfers::grouped_if_proven : parallel::Transfers::up_front);
+  return estimate_memory(config, layout, plan);
+}
+
+MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
+                               const parallel::PipelinePlan& plan) {
+  return estimate_with_transfers(config, layout,
+                                 has_transfers(config, layout) ? plan.boundary_buffers : 0);
 }
 
 void check_memory_fits(const RunConfig& config, const parallel::Grid& grid) {

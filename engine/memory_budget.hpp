@@ -7,6 +7,7 @@
 
 #include "engine/run_config.hpp"
 #include "parallel/grid.hpp"
+#include "parallel/pipeline_plan.hpp"
 
 namespace gridlm::engine {
 
@@ -30,6 +31,10 @@ double node_available_bytes();
 // receives up front, each holding a buffer from the step's start.
 MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
                                bool nccl_transfers = false);
+// The same with the stage transfers of `plan`, the run's pipeline plan (config's schedule,
+// pp, grad_accum, chunks and eval_batches), already made: the planner's, made once per schedule.
+MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
+                               const parallel::PipelinePlan& plan);
 
 // Collective over the grid: throws the same Error on every rank when the estimate exceeds what
 // the node has available (MemAvailable) shared among its ranks. Host memory only: on a GPU build

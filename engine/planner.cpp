@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -246,11 +247,49 @@ bool nccl_transfers(const RunConfig& r, const Profile& machine) {
          (backend == "auto" || backend == "nccl");
 }
 
+// What a search's candidates share, each made once: a pipeline plan (the schedule, how its
+// transfers are posted and the proof, the buffers a stage holds) depends on the schedule, pp,
+// micro-batches and chunks only, and the balanced stage layout on the virtual stage count only;
+// thousands of candidates of a cluster-sized search share a few hundred of them.
+class SearchCache {
+public:
+  // The plan the engine would make for the candidate on this machine; throws its refusal.
+  const parallel::PipelinePlan& plan(const RunConfig& config, const Candidate& c,
+                                     const Profile& machine) {
+    const PlanKey key{c.schedule, c.layout.pp, c.micro_batches, c.chunks};
+    const auto found = plans_.find(key);
+    if (found != plans_.end()) return found->second;
+    const parallel::Schedule s = parallel::make_schedule(parallel::parse_schedule(c.schedule),
+                                                         c.layout.pp, c.micro_batches, c.chunks);
+    return plans_
+        .emplace(key, parallel::plan_pipeline(s, config.train.eval_batches,
+                                              nccl_transfers(config, machine)
+                                                  ? parallel::Transfers::grouped_if_proven
+                                                  : parallel::Transfers::up_front))
+        .first->second;
+  }
+  // parallel.stage_layout = "balanced" over `stages` virtual stages; throws its refusal.
+  const std::vector<int>& balanced_blocks(const RunConfig& config, int stages) {
+    const auto found = blocks_.find(stages);
+    if (found != blocks_.end()) return found->second;
+    return blocks_
+        .emplace(stages, parallel::plan_stage_blocks(layers::stage_cost_model(config.model), stages,
+                                                     "balanced"))
+        .first->second;
+  }
+
+private:
+  using PlanKey = std::tuple<std::string, int, int, int>;
+  std::map<PlanKey, parallel::PipelinePlan> plans_;
+  std::map<int, std::vector<int>> blocks_;
+};
+
 // The engine's estimate, or with recomputation: each block keeps only its input per
 // micro-batch in flight, and one block at a time holds its whole activations.
-MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, const Profile& machine,
+MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l,
+                              const parallel::PipelinePlan& plan, const Profile& machine,
                               const PricingOptions& pricing) {
-  MemoryEstimate e = estimate_memory(r, l, nccl_transfers(r, machine));
+  MemoryEstimate e = estimate_memory(r, l, plan);
   if (!pricing.recompute) return e;
   const layers::ModelConfig& m = r.model;
   const double B = r.train.micro_batch, T = m.seq_len, C = m.d_model, H = m.n_head;
@@ -264,10 +303,16 @@ MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l, con
 }
 
 // The memory each rank of the candidate needs, as the engine would run it.
-MemoryEstimate candidate_memory(const RunConfig& config, const Candidate& c, const Profile& machine,
+MemoryEstimate candidate_memory(const RunConfig& config, const Candidate& c,
+                                const parallel::PipelinePlan& plan, const Profile& machine,
                                 const PricingOptions& pricing) {
-  return planned_memory(with_candidate(config, c), c.layout, machine, pricing);
+  return planned_memory(with_candidate(config, c), c.layout, plan, machine, pricing);
 }
+
+std::string problem_of(const RunConfig& config, const Candidate& c, const Profile& machine,
+                       const PricingOptions& pricing, SearchCache& cache);
+Prediction predict_with(const RunConfig& config, const Candidate& c, const Profile& machine,
+                        const PricingOptions& pricing, SearchCache& cache);
 
 } // namespace
 
@@ -302,6 +347,33 @@ RunConfig with_candidate(const RunConfig& config, const Candidate& c) {
 
 std::string candidate_problem(const RunConfig& config, const Candidate& c, const Profile& machine,
                               const PricingOptions& pricing) {
+  SearchCache cache;
+  return problem_of(config, c, machine, pricing, cache);
+}
+
+Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine,
+                   const PricingOptions& pricing) {
+  SearchCache cache;
+  return predict_with(config, c, machine, pricing, cache);
+}
+
+namespace {
+
+// Stages asleep at the pipeline's end (they finished more than the yield window before it):
+// the tied copies' exchange and the first collective over the pipeline (log2 pp rounds) each
+// wait for one to wake.
+double wake_after_pipeline(const parallel::Timeline& tl,
+                           const std::optional<parallel::CoreSharing>& sharing, bool tied) {
+  const int P = int(tl.stages.size());
+  if (!sharing || P < 2) return 0;
+  bool slept = false;
+  for (const auto& stage : tl.stages)
+    slept = slept || stage.back().end < tl.makespan - sharing->yield_for;
+  return slept ? sharing->wake * (std::ceil(std::log2(double(P))) + (tied ? 1.0 : 0.0)) : 0;
+}
+
+std::string problem_of(const RunConfig& config, const Candidate& c, const Profile& machine,
+                       const PricingOptions& pricing, SearchCache& cache) {
   const int K = machine.ranks_per_node;
   const parallel::Layout& l = c.layout;
   if (l.tp > K || (l.size() > K && K % l.tp != 0)) {
@@ -310,17 +382,16 @@ std::string candidate_problem(const RunConfig& config, const Candidate& c, const
   const RunConfig r = with_candidate(config, c);
   try {
     // The checks plan_run and the model make, in the same functions.
-    const parallel::Schedule s = parallel::make_schedule(parallel::parse_schedule(c.schedule), l.pp,
-                                                         c.micro_batches, c.chunks);
+    cache.plan(config, c, machine);
     parallel::plan_stage_blocks(layers::stage_cost_model(r.model), l.pp * c.chunks,
                                 r.parallel.stage_layout);
-    parallel::plan_pipeline(s, r.train.eval_batches, parallel::Transfers::up_front);
     layers::make_param_table(r.model, layers::StageSpec{}, 0, l.tp);
     if (c.micro_batch < 1) return "a micro-batch of no sequences";
   } catch (const Error& e) {
     return e.what();
   }
-  const MemoryEstimate e = candidate_memory(config, c, machine, pricing);
+  const MemoryEstimate e =
+      candidate_memory(config, c, cache.plan(config, c, machine), machine, pricing);
   if (machine.memory_per_rank > 0 && e.total() > machine.memory_per_rank) {
     return fmt::format("does not fit in memory ({:.2f} GiB per rank of {:.2f} GiB): {}",
                        e.total() / double(1ull << 30), machine.memory_per_rank / double(1ull << 30),
@@ -329,8 +400,8 @@ std::string candidate_problem(const RunConfig& config, const Candidate& c, const
   return "";
 }
 
-Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine,
-                   const PricingOptions& pricing) {
+Prediction predict_with(const RunConfig& config, const Candidate& c, const Profile& machine,
+                        const PricingOptions& pricing, SearchCache& cache) {
   const layers::ModelConfig& m = config.model;
   check_profiled_model(machine, m, config.train.precision);
   const parallel::Layout& l = c.layout;
@@ -349,7 +420,7 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
   const CommCosts& dp_link = link(l.size() <= K);
   const double boundary_bytes = machine.activation_bytes * b * m.seq_len * m.d_model;
 
-  const parallel::Schedule s = parallel::make_schedule(kind, P, c.micro_batches, c.chunks);
+  const parallel::Schedule& s = cache.plan(config, c, machine).train;
   // A profile timed its ops with every rank of a node computing: on a node with fewer cores than
   // compute threads, an op alone on its cores takes core_share of that, and the simulation
   // shares the cores out again among the stages computing at each moment.
@@ -389,27 +460,19 @@ Prediction predict(const RunConfig& config, const Candidate& c, const Profile& m
                              : machine.optimizer_per_param * owned * alone / optimizer_share;
     optimizer = std::max(optimizer, adamw + dp.gather);
   }
-  // Stages asleep at the pipeline's end (they finished more than the yield window before it):
-  // the tied copies' exchange and the first collective over the pipeline (log2 pp rounds) each
-  // wait for one to wake.
-  if (sharing && P > 1) {
-    bool slept = false;
-    for (const auto& stage : tl.stages)
-      slept = slept || stage.back().end < tl.makespan - sharing->yield_for;
-    if (slept) {
-      after_pipeline +=
-          sharing->wake * (std::ceil(std::log2(double(P))) + (m.tied_embeddings ? 1.0 : 0.0));
-    }
-  }
+  after_pipeline += wake_after_pipeline(tl, sharing, m.tied_embeddings);
   // The loss, the gradient norm and the step guard: three scalar all-reduces over the grid.
   const double scalars = 3 * all_reduce_seconds(link(l.size() <= K).all_reduce, 64, l.size());
   pr.optimizer_seconds = optimizer;
   pr.step_seconds = tl.makespan + after_pipeline + scalars + optimizer;
   pr.tokens_per_second =
       double(l.dp) * c.micro_batches * b * m.seq_len / std::max(pr.step_seconds, 1e-12);
-  pr.memory_per_rank = candidate_memory(config, c, machine, pricing).total();
+  pr.memory_per_rank =
+      candidate_memory(config, c, cache.plan(config, c, machine), machine, pricing).total();
   return pr;
 }
+
+} // namespace
 
 int configured_global_batch(const RunConfig& config, int ranks, int ranks_per_node) {
   parallel::LayoutRequest req;
@@ -434,12 +497,11 @@ std::vector<std::pair<std::string, int>> schedule_choices(int pp, int n_layer) {
 
 // The candidate's balanced stage layout and prediction; throws the reason it cannot run.
 Prediction price(const RunConfig& config, Candidate& c, const Profile& machine,
-                 const PricingOptions& pricing) {
-  c.stage_blocks = parallel::plan_stage_blocks(layers::stage_cost_model(config.model),
-                                               c.layout.pp * c.chunks, "balanced");
-  const std::string problem = candidate_problem(config, c, machine, pricing);
+                 const PricingOptions& pricing, SearchCache& cache) {
+  c.stage_blocks = cache.balanced_blocks(config, c.layout.pp * c.chunks);
+  const std::string problem = problem_of(config, c, machine, pricing, cache);
   if (!problem.empty()) throw Error(problem);
-  return predict(config, c, machine, pricing);
+  return predict_with(config, c, machine, pricing, cache);
 }
 
 } // namespace
@@ -480,6 +542,7 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
     Refusal& r = refused[key];
     if (r.count++ == 0) r.reason = why, r.example = c;
   };
+  SearchCache cache;
   for (const parallel::Layout& l : parallel::all_layouts(request.ranks)) {
     if (request.layout && !(*request.layout == l)) continue;
     Candidate c;
@@ -499,7 +562,7 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
         for (c.zero = 0; c.zero <= (l.dp > 1 ? 1 : 0); ++c.zero) {
           ++out.considered;
           try {
-            const Prediction p = price(config, c, prof, request.pricing); // sets c's stages
+            const Prediction p = price(config, c, prof, request.pricing, cache); // sets c's stages
             out.ranked.push_back(Ranked{c, p});
           } catch (const Error& e) {
             refuse(c, e.what());

@@ -1,11 +1,16 @@
 // The layout planner (engine/planner.hpp): its cost model's pieces against hand-computed step
 // times, and its search against the engine's own refusals.
+#include <set>
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "engine/memory_budget.hpp"
 #include "engine/planner.hpp"
+#include "layers/model_config.hpp"
 #include "layers/parameters.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/stage_layout.hpp"
 
 namespace gridlm::engine {
 namespace {
@@ -356,6 +361,32 @@ TEST(Planner, SearchReturnsOnlyWhatTheEngineRunsBestFirst) {
   }
   // Free communication and tp at 80%: 4 replicas of micro-batch 1 are best.
   EXPECT_EQ(r.ranked.front().candidate.layout.dp, 4);
+}
+
+// The search makes each pipeline plan once and shares it among the candidates of the same
+// schedule, pp, micro-batches and chunks: what it ranks must be what each candidate priced
+// alone (a plan of its own) gives, to the bit, across every schedule and chunk count; and each
+// its own balanced stage layout.
+TEST(Planner, SearchPricesEachCandidateAsItAlonePricesIt) {
+  RunConfig c = small_config();
+  c.model.n_layer = 8;
+  const Profile p = hand_profile(c);
+  const PlanResult r = plan_layouts(c, make_request(8, 8, 16), p);
+  std::set<std::tuple<std::string, int, int, int>> plans;
+  for (const Ranked& ranked : r.ranked) {
+    const Candidate& cand = ranked.candidate;
+    SCOPED_TRACE(cand.str());
+    plans.emplace(cand.schedule, cand.layout.pp, cand.micro_batches, cand.chunks);
+    EXPECT_EQ(cand.stage_blocks,
+              parallel::plan_stage_blocks(layers::stage_cost_model(c.model),
+                                          cand.layout.pp * cand.chunks, "balanced"));
+    const Prediction alone = predict(c, cand, p);
+    EXPECT_DOUBLE_EQ(ranked.prediction.step_seconds, alone.step_seconds);
+    EXPECT_DOUBLE_EQ(ranked.prediction.bubble, alone.bubble);
+    EXPECT_DOUBLE_EQ(ranked.prediction.memory_per_rank, alone.memory_per_rank);
+  }
+  EXPECT_GT(plans.size(), 20u) << "schedules, chunk and micro-batch counts in the search";
+  EXPECT_LT(plans.size(), r.ranked.size()) << "candidates that share a plan";
 }
 
 TEST(Planner, MemoryRefusesWhatDoesNotFit) {
