@@ -13,6 +13,7 @@
 
 #include "engine/step_guard.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/schedule.hpp"
 
 namespace gridlm::app {
 
@@ -392,6 +393,11 @@ void validate(const RunConfig& c) {
   const auto& t = c.train;
   need(t.micro_batch >= 1, "train.micro_batch must be positive");
   need(t.grad_accum >= 1, "train.grad_accum must be positive");
+  need(t.grad_accum <= parallel::max_micro_batches,
+       fmt::format("train.grad_accum must be at most {} (the pipeline numbers a step's "
+                   "micro-batches in its messages): raise train.micro_batch or parallel.dp for "
+                   "the same batch",
+                   parallel::max_micro_batches));
   need(t.steps >= 1, fmt::format("train.steps = {}: give at least 1 (the steps the run ends at; a "
                                  "resumed run counts the steps already done)",
                                  t.steps));
@@ -460,7 +466,10 @@ void validate(const RunConfig& c) {
     problems.push_back(e.what());
   }
   need(c.train.eval_every >= 0, "train.eval_every must not be negative (0: no validation)");
-  need(c.train.eval_batches >= 1, "train.eval_batches must be positive");
+  need(c.train.eval_batches >= 1 && c.train.eval_batches <= parallel::max_micro_batches,
+       fmt::format("train.eval_batches must be from 1 to {} (the pipeline numbers a "
+                   "validation's micro-batches in its messages)",
+                   parallel::max_micro_batches));
   need(!c.output.dir.empty(),
        "output.dir is empty: give a directory for the run's files (\".\" for the current one)");
   need(!c.data.source.empty(),

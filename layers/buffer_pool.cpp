@@ -19,6 +19,9 @@ std::shared_ptr<float> BufferPool::take() {
       reused = true;
     } else {
       ++made_;
+      // Room for every buffer made to come back: the deleter must not allocate (a bad_alloc
+      // thrown from a shared_ptr's deleter would terminate the job).
+      free_.reserve(made_);
     }
   }
   if (!reused) {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include <climits>
 
@@ -20,9 +19,13 @@
 namespace gridlm::parallel {
 namespace {
 
+// What a request may do when abandoned: a receive not yet matched can be withdrawn.
+enum class Posted { receive, other };
+
 class MpiRequest final : public Request::Impl {
 public:
-  MpiRequest(const char* what, WaitFor waits) : what_(what), waits_(waits) {}
+  MpiRequest(const char* what, WaitFor waits, Posted posted = Posted::other)
+      : what_(what), waits_(waits), posted_(posted) {}
   MPI_Request* handle() { return &request_; }
   void wait() override { complete(request_, what_, waits_); }
   // A receive not yet matched is withdrawn; a send or a collective cannot be (MPI 4 deprecates
@@ -30,7 +33,7 @@ public:
   // an error is already on its way.
   void abandon() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    if (std::strcmp(what_, "MPI_Irecv") == 0) MPI_Cancel(&request_);
+    if (posted_ == Posted::receive) MPI_Cancel(&request_);
     MPI_Request_free(&request_);
   }
   bool test() override {
@@ -43,6 +46,7 @@ private:
   MPI_Request request_ = MPI_REQUEST_NULL;
   const char* what_; // the MPI call that posted it, for errors
   WaitFor waits_;
+  Posted posted_;
 };
 
 // MPICH 4.0 (Debian 12's) compares MPI_UINT64_T as signed in MPI_MAX and MPI_MIN, so values
@@ -219,7 +223,7 @@ Request MpiComm::start_recv(void* data, std::size_t count, DType type, int peer,
     GRIDLM_MPI_CHECK(MPI_Recv(data, n, mpi_datatype(type), peer, tag, *comm_, MPI_STATUS_IGNORE));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>("MPI_Irecv", waits_);
+  auto req = std::make_unique<MpiRequest>("MPI_Irecv", waits_, Posted::receive);
   GRIDLM_MPI_CHECK(MPI_Irecv(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }

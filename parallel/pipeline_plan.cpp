@@ -11,7 +11,11 @@
 namespace gridlm::parallel {
 
 PipelinePlan plan_pipeline(const Schedule& train, int eval_micro_batches, Transfers transfers) {
-  if (train.micro_batches > 4096) throw Error("at most 4096 micro-batches per step");
+  if (train.micro_batches > max_micro_batches || eval_micro_batches > max_micro_batches) {
+    throw Error(fmt::format("at most {} micro-batches per step (train.grad_accum {}, "
+                            "train.eval_batches {})",
+                            max_micro_batches, train.micro_batches, eval_micro_batches));
+  }
   PipelinePlan plan;
   plan.train = train;
   plan.eval = make_schedule(ScheduleKind::forward_only, train.stages,

@@ -31,7 +31,8 @@ struct PipelinePlan {
   Timeline uniform;            // the training schedule simulated with uniform op costs
 };
 
-// Throws gridlm::Error (the same on every rank) for more than 4096 micro-batches, or for
+// Throws gridlm::Error (the same on every rank) for more than max_micro_batches micro-batches
+// in either schedule, or for
 // Transfers::grouped when the grouped plan of either schedule could deadlock.
 PipelinePlan plan_pipeline(const Schedule& train, int eval_micro_batches, Transfers transfers);
 

@@ -29,6 +29,10 @@ struct Op {
   }
 };
 
+// The most micro-batches a step (training or validation) may have: the pipeline's message tags
+// number them in a field of this width (parallel/schedule_transfers).
+constexpr int max_micro_batches = 4096;
+
 struct Schedule {
   ScheduleKind kind = ScheduleKind::one_f_one_b;
   int stages = 1;                   // p

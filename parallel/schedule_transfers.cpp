@@ -9,7 +9,7 @@ namespace gridlm::parallel {
 namespace {
 
 // what: 0 an activation into F, 1 a gradient into B; q: the receiving virtual stage.
-int tag(int what, int micro, int q, int Q) { return (what * Q + q) * 4096 + micro; }
+int tag(int what, int micro, int q, int Q) { return (what * Q + q) * max_micro_batches + micro; }
 
 } // namespace
 

@@ -45,7 +45,9 @@ std::string check_grouped_transfers(const Schedule& s);
 // The most boundary tensors a stage of `s` holds at once, as the executor posts its transfers
 // (up front, or `grouped`): receives posted and not yet consumed, hand-overs between chunks, and
 // sends, each counted until the stage next waits for a receive (then NCCL's in-order stream has
-// completed it; MPI has matched it against a receive posted up front, or soon will).
+// completed it; MPI has matched it against a receive posted up front, or soon will: a large
+// message sent by rendezvous may be held until its receiver next enters MPI, so for MPI this is
+// an estimate that a send held across a peer's op can exceed by a buffer or so).
 int held_boundary_buffers(const Schedule& s, bool grouped);
 
 } // namespace gridlm::parallel

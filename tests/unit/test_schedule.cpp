@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "parallel/diagnostics.hpp"
+#include "parallel/pipeline_plan.hpp"
 #include "parallel/schedule.hpp"
 #include "parallel/schedule_transfers.hpp"
 
@@ -296,4 +300,31 @@ TEST(GroupedTransfers, CheckerFindsARendezvousDeadlock) {
   const Schedule s = make_schedule(ScheduleKind::interleaved, 2, 4, 2);
   EXPECT_EQ(check_schedule(s), "");
   EXPECT_NE(check_grouped_transfers(s).find("deadlock"), std::string::npos);
+}
+
+// The tags number a step's micro-batches in a field of max_micro_batches: up to it every
+// transfer of the largest schedules has a tag of its own, and one more micro-batch, in training
+// or in validation, is refused before the tags could collide.
+TEST(PipelinePlan, MicroBatchesBeyondTheTagFieldAreRefused) {
+  // (stages, chunks): one stage handing over between its own chunks puts every transfer on one
+  // (sender, receiver) pair, where neighbouring tag ranges would collide first.
+  for (const auto& [pp, chunks] : {std::pair{2, 1}, std::pair{2, 2}, std::pair{1, 2}}) {
+    SCOPED_TRACE(fmt::format("pp {}, chunks {}", pp, chunks));
+    const Schedule s = make_schedule(chunks > 1 ? ScheduleKind::interleaved : ScheduleKind::gpipe,
+                                     pp, max_micro_batches, chunks);
+    std::set<std::tuple<int, int, int>> sent; // (from, to, tag)
+    for (int st = 0; st < s.stages; ++st) {
+      for (const Op& op : s.ops[std::size_t(st)]) {
+        const OpTransfers t = op_transfers(s, st, op);
+        if (t.send_to >= 0) {
+          EXPECT_TRUE(sent.emplace(st, t.send_to, t.send_tag).second);
+        }
+      }
+    }
+    EXPECT_EQ(sent.size(), std::size_t(2 * max_micro_batches * (pp * chunks - 1)));
+    EXPECT_NO_THROW(plan_pipeline(s, max_micro_batches, Transfers::up_front));
+    EXPECT_THROW(plan_pipeline(s, max_micro_batches + 1, Transfers::up_front), gridlm::Error);
+  }
+  const Schedule over = make_schedule(ScheduleKind::gpipe, 2, max_micro_batches + 1);
+  EXPECT_THROW(plan_pipeline(over, 1, Transfers::up_front), gridlm::Error);
 }
