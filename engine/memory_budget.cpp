@@ -93,15 +93,13 @@ MemoryEstimate estimate_with_transfers(const RunConfig& config, const parallel::
   return e;
 }
 
-bool has_transfers(const RunConfig& config, const parallel::Layout& layout) {
-  return layout.pp > 1 || config.parallel.chunks > 1;
-}
-
 } // namespace
 
 MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
                                bool nccl_transfers) {
-  if (!has_transfers(config, layout)) return estimate_with_transfers(config, layout, 0);
+  // No pipeline, no transfers: nothing to plan.
+  if (layout.pp == 1 && config.parallel.chunks == 1)
+    return estimate_with_transfers(config, layout, 0);
   const parallel::Schedule s =
       parallel::make_schedule(parallel::parse_schedule(config.parallel.schedule), layout.pp,
                               config.train.grad_accum, config.parallel.chunks);
@@ -113,8 +111,7 @@ MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& 
 
 MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
                                const parallel::PipelinePlan& plan) {
-  return estimate_with_transfers(config, layout,
-                                 has_transfers(config, layout) ? plan.boundary_buffers : 0);
+  return estimate_with_transfers(config, layout, plan.boundary_buffers);
 }
 
 void check_memory_fits(const RunConfig& config, const parallel::Grid& grid) {

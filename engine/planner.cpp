@@ -247,6 +247,15 @@ bool nccl_transfers(const RunConfig& r, const Profile& machine) {
          (backend == "auto" || backend == "nccl");
 }
 
+// map[key], made by make() the first time: what throws is not kept, so a refusal is raised again.
+template <class Map, class Make>
+const typename Map::mapped_type& find_or_make(Map& map, const typename Map::key_type& key,
+                                              const Make& make) {
+  const auto found = map.find(key);
+  if (found != map.end()) return found->second;
+  return map.emplace(key, make()).first->second;
+}
+
 // What a search's candidates share, each made once: a pipeline plan (the schedule, how its
 // transfers are posted and the proof, the buffers a stage holds) depends on the schedule, pp,
 // micro-batches and chunks only, and the balanced stage layout on the virtual stage count only;
@@ -256,31 +265,25 @@ public:
   // The plan the engine would make for the candidate on this machine; throws its refusal.
   const parallel::PipelinePlan& plan(const RunConfig& config, const Candidate& c,
                                      const Profile& machine) {
-    const PlanKey key{c.schedule, c.layout.pp, c.micro_batches, c.chunks};
-    const auto found = plans_.find(key);
-    if (found != plans_.end()) return found->second;
-    const parallel::Schedule s = parallel::make_schedule(parallel::parse_schedule(c.schedule),
-                                                         c.layout.pp, c.micro_batches, c.chunks);
-    return plans_
-        .emplace(key, parallel::plan_pipeline(s, config.train.eval_batches,
-                                              nccl_transfers(config, machine)
-                                                  ? parallel::Transfers::grouped_if_proven
-                                                  : parallel::Transfers::up_front))
-        .first->second;
+    return find_or_make(plans_, {c.schedule, c.layout.pp, c.micro_batches, c.chunks}, [&] {
+      const parallel::Schedule s = parallel::make_schedule(parallel::parse_schedule(c.schedule),
+                                                           c.layout.pp, c.micro_batches, c.chunks);
+      return parallel::plan_pipeline(s, config.train.eval_batches,
+                                     nccl_transfers(config, machine)
+                                         ? parallel::Transfers::grouped_if_proven
+                                         : parallel::Transfers::up_front);
+    });
   }
   // parallel.stage_layout = "balanced" over `stages` virtual stages; throws its refusal.
   const std::vector<int>& balanced_blocks(const RunConfig& config, int stages) {
-    const auto found = blocks_.find(stages);
-    if (found != blocks_.end()) return found->second;
-    return blocks_
-        .emplace(stages, parallel::plan_stage_blocks(layers::stage_cost_model(config.model), stages,
-                                                     "balanced"))
-        .first->second;
+    return find_or_make(blocks_, stages, [&] {
+      return parallel::plan_stage_blocks(layers::stage_cost_model(config.model), stages,
+                                         "balanced");
+    });
   }
 
 private:
-  using PlanKey = std::tuple<std::string, int, int, int>;
-  std::map<PlanKey, parallel::PipelinePlan> plans_;
+  std::map<std::tuple<std::string, int, int, int>, parallel::PipelinePlan> plans_;
   std::map<int, std::vector<int>> blocks_;
 };
 
@@ -308,11 +311,6 @@ MemoryEstimate candidate_memory(const RunConfig& config, const Candidate& c,
                                 const PricingOptions& pricing) {
   return planned_memory(with_candidate(config, c), c.layout, plan, machine, pricing);
 }
-
-std::string problem_of(const RunConfig& config, const Candidate& c, const Profile& machine,
-                       const PricingOptions& pricing, SearchCache& cache);
-Prediction predict_with(const RunConfig& config, const Candidate& c, const Profile& machine,
-                        const PricingOptions& pricing, SearchCache& cache);
 
 } // namespace
 
@@ -343,18 +341,6 @@ RunConfig with_candidate(const RunConfig& config, const Candidate& c) {
   r.train.micro_batch = c.micro_batch;
   r.train.grad_accum = c.micro_batches;
   return r;
-}
-
-std::string candidate_problem(const RunConfig& config, const Candidate& c, const Profile& machine,
-                              const PricingOptions& pricing) {
-  SearchCache cache;
-  return problem_of(config, c, machine, pricing, cache);
-}
-
-Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine,
-                   const PricingOptions& pricing) {
-  SearchCache cache;
-  return predict_with(config, c, machine, pricing, cache);
 }
 
 namespace {
@@ -473,6 +459,18 @@ Prediction predict_with(const RunConfig& config, const Candidate& c, const Profi
 }
 
 } // namespace
+
+std::string candidate_problem(const RunConfig& config, const Candidate& c, const Profile& machine,
+                              const PricingOptions& pricing) {
+  SearchCache cache;
+  return problem_of(config, c, machine, pricing, cache);
+}
+
+Prediction predict(const RunConfig& config, const Candidate& c, const Profile& machine,
+                   const PricingOptions& pricing) {
+  SearchCache cache;
+  return predict_with(config, c, machine, pricing, cache);
+}
 
 int configured_global_batch(const RunConfig& config, int ranks, int ranks_per_node) {
   parallel::LayoutRequest req;
