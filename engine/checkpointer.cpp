@@ -1,9 +1,15 @@
 // Checkpoint cadence, `latest` and pruning.
 #include "engine/checkpointer.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -15,31 +21,79 @@
 namespace gridlm::engine {
 namespace {
 
-// Rank 0: `latest` names `file`, replaced in one rename.
+// Rank 0: `latest` names `file`, replaced in one rename. The new name reaches the storage before
+// the rename and the rename before the call returns, so that a node that crashes after a save
+// leaves either `latest` as it was or `latest` complete, never an empty one (which XFS, or a
+// Lustre client's cache, may otherwise leave behind).
 void publish(const std::string& dir, const std::string& file) {
   const std::string latest = latest_file(dir), partial = latest + ".partial";
-  {
-    std::ofstream out(partial, std::ios::trunc);
-    out << std::filesystem::path(file).filename().string() << "\n";
-    if (!out) throw Error(fmt::format("cannot write '{}'", partial));
+  const std::string text = std::filesystem::path(file).filename().string() + "\n";
+  auto fail = [&](const std::string& what, const std::string& path) {
+    throw Error(fmt::format("cannot {} '{}': {}; check that the checkpoint directory is writable "
+                            "and its file system has room",
+                            what, path, std::strerror(errno)));
+  };
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("write", partial);
+  const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+  const bool synced = written && ::fsync(fd) == 0;
+  if (::close(fd) != 0 || !synced) fail("write", partial);
+  if (std::rename(partial.c_str(), latest.c_str()) != 0) fail("rename into place", latest);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd); // some file systems cannot sync a directory; the rename stands either way
+    ::close(dfd);
   }
-  std::error_code ec;
-  std::filesystem::rename(partial, latest, ec);
-  if (ec) throw Error(fmt::format("cannot rename '{}' to '{}': {}", partial, latest, ec.message()));
 }
 
-// Rank 0: removes complete checkpoints older than the newest `keep`.
-void prune(const std::string& dir, int keep) {
-  std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && entry.path().extension() == ".h5") files.push_back(name);
+// The step of a checkpoint's file name step-N.h5, or -1 for any other name.
+long checkpoint_step(const std::string& name) {
+  const std::string prefix = "step-", suffix = ".h5";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return -1;
   }
-  std::sort(files.begin(), files.end()); // step numbers are zero-padded: names sort by step
-  for (std::size_t i = 0; i + std::size_t(keep) < files.size(); ++i) {
-    std::error_code ec;
-    std::filesystem::remove(dir + "/" + files[i], ec);
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stol(digits);
+}
+
+} // namespace
+
+std::vector<std::string> checkpoints_to_prune(const std::vector<std::string>& names, long published,
+                                              int keep) {
+  // By the number, not the name: from step 1,000,000 on a name has seven digits. Checkpoints
+  // past the one just published belong to a run this one resumed from before them: they are
+  // not this run's to remove.
+  std::vector<std::pair<long, std::string>> older;
+  for (const std::string& name : names) {
+    const long step = checkpoint_step(name);
+    if (step >= 0 && step <= published) older.emplace_back(step, name);
   }
+  std::sort(older.begin(), older.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i + std::size_t(std::max(keep, 1)) < older.size(); ++i)
+    out.push_back(older[i].second);
+  return out;
+}
+
+namespace {
+
+// Rank 0: removes complete checkpoints older than the newest `keep` up to `published`. The
+// save has succeeded by then: a directory that cannot be listed leaves them, with a warning.
+void prune(const std::string& dir, long published, int keep) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    names.push_back(it->path().filename().string());
+  if (ec) {
+    std::fprintf(stderr, "gridlm: warning: older checkpoints in '%s' not removed: %s\n",
+                 dir.c_str(), ec.message().c_str());
+    return;
+  }
+  for (const std::string& name : checkpoints_to_prune(names, published, keep))
+    std::filesystem::remove(dir + "/" + name, ec);
 }
 
 } // namespace
@@ -77,7 +131,7 @@ Checkpointer::Saved Checkpointer::save(const CheckpointMeta& meta, const Pipelin
   parallel::run_agreed(grid_.comm(), [&] {
     if (grid_.rank() != 0) return;
     publish(dir_, saved.path);
-    prune(dir_, config_.checkpoint.keep);
+    prune(dir_, meta.step, config_.checkpoint.keep);
   });
   last_ = std::chrono::steady_clock::now();
   saved.seconds = std::chrono::duration<double>(last_ - start).count();

@@ -2,19 +2,28 @@
 // checkpoint.dir: a save after every checkpoint.every steps, when checkpoint.every_minutes have
 // passed since the last (rank 0's clock, agreed), and always after the last step. A save writes
 // step-NNNNNN.h5 collectively (engine/checkpoint), then rank 0 replaces `latest` (written
-// aside and renamed) and removes all but the newest checkpoint.keep complete checkpoints; a
-// crash at any moment leaves the previous checkpoint and `latest` intact.
+// aside, synced and renamed) and removes all but the newest checkpoint.keep complete checkpoints
+// up to the one it wrote; a crash at any moment leaves the previous checkpoint and `latest`
+// intact.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint.hpp"
 #include "engine/run_config.hpp"
 #include "engine/run_plan.hpp"
 
 namespace gridlm::engine {
+
+// Of the file names in a checkpoint directory, the checkpoints (step-N.h5) to remove after
+// step `published` was saved: all but the newest `keep` (at least 1) of those up to
+// `published`, by step number. Checkpoints of later steps (a run resumed from an earlier one)
+// are left alone, so the one just published is never among them.
+std::vector<std::string> checkpoints_to_prune(const std::vector<std::string>& names, long published,
+                                              int keep);
 
 class Checkpointer {
 public:

@@ -50,7 +50,9 @@ std::optional<double> parse_slurm_duration(const std::string& raw) {
     return std::nullopt;
   auto bad = [&] {
     return Error(fmt::format("cannot read Slurm's time left '{}' (expected "
-                             "[days-][hours:]minutes:seconds)",
+                             "[days-][hours:]minutes:seconds); give the job's end instead, in "
+                             "seconds since the epoch: export SLURM_JOB_END_TIME=$(date -d "
+                             "'END' +%s)",
                              raw));
   };
   std::string rest = text;

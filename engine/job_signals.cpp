@@ -1,24 +1,28 @@
 // Signal handlers that only record which signal came.
 #include "engine/job_signals.hpp"
 
+#include <atomic>
 #include <csignal>
 #include <initializer_list>
 
 namespace gridlm::engine {
 namespace {
 
-volatile std::sig_atomic_t stop_signal = 0; // SIGUSR1 or SIGTERM, once received
+// Lock-free atomics, not volatile sig_atomic_t: the kernel may run the handler on any thread
+// (the batch feed's, the watchdog's), and the main thread reads what it wrote.
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs lock-free atomics");
+std::atomic<int> stop_signal{0}; // SIGUSR1 or SIGTERM, once received
 // SIGUSR2s received, only ever increased by the handler: one arriving while take_job_signal()
 // reads it is seen at the next call, not lost.
-volatile std::sig_atomic_t saves_asked = 0;
-std::sig_atomic_t saves_answered = 0;
+std::atomic<int> saves_asked{0};
+int saves_answered = 0;
 
 extern "C" void on_job_signal(int signal) {
   if (signal == SIGUSR2) {
-    saves_asked = saves_asked + 1;
+    saves_asked.fetch_add(1);
     return;
   }
-  stop_signal = signal;
+  stop_signal.store(signal);
 }
 
 } // namespace
@@ -34,9 +38,9 @@ void install_job_signals() {
 
 PendingSignal take_job_signal() {
   PendingSignal p;
-  const std::sig_atomic_t asked = saves_asked;
-  if (stop_signal != 0) {
-    p = {SignalRequest::stop, stop_signal};
+  const int asked = saves_asked.load();
+  if (const int stop = stop_signal.load(); stop != 0) {
+    p = {SignalRequest::stop, stop};
   } else if (asked != saves_answered) {
     p = {SignalRequest::save, SIGUSR2};
   }

@@ -102,9 +102,18 @@ std::string resolve_resume(const std::string& spec, const std::string& dir) {
     }
     return spec;
   }
+  // No `latest`: a first run. One that cannot be read, or names nothing, is not: starting again
+  // from step 0 would quietly redo a finished part of the run and prune its checkpoints.
+  std::error_code ec;
+  if (!std::filesystem::exists(latest_file(dir), ec) && !ec) return "";
   std::ifstream latest(latest_file(dir));
   std::string name;
-  if (!latest || !std::getline(latest, name)) return "";
+  if (!latest || !std::getline(latest, name) || name.empty()) {
+    throw Error(fmt::format("'{}' cannot be read or names no checkpoint (an interrupted save on a "
+                            "file system without ordered writes?); point --resume at a "
+                            "checkpoint file of '{}', or remove '{}' to start from step 0",
+                            latest_file(dir), dir, latest_file(dir)));
+  }
   const std::string path = dir + "/" + name;
   if (!std::filesystem::exists(path)) {
     throw Error(fmt::format("'{}' names '{}', which does not exist: the checkpoint was removed "

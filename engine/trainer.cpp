@@ -118,13 +118,13 @@ public:
     return r;
   }
 
-  // After the last step: the weights file (unless `weights` is false), the reference dump, the
-  // trace.
-  void finish(bool weights) {
+  // After the last step, `steps` done: the weights file (unless `weights` is false), the
+  // reference dump, the trace.
+  void finish(bool weights, int steps) {
     grad_sync_.wait_params();
     feed_->stop(); // HDF5 is not thread-safe: the reader thread ends before files are written
     if (weights && !plan_.weights_path.empty()) {
-      advance(config_.train.steps);
+      advance(steps); // a stopped run's file says where it stopped, not where it was headed
       write_model_file(plan_.weights_path, model_, nullptr, meta_, config_.model, grid_,
                        data_.tokenizer, config_.checkpoint.direct_io);
       report_.wrote("weights", plan_.weights_path);
@@ -320,7 +320,9 @@ private:
       report_.note(fmt::format("step {}: {} asks for a checkpoint, but checkpoint.dir is not set",
                                step + 1, job.reason));
     } else if (r.checkpoint_path.empty()) {
-      save(step + 1, r, true);
+      // Only a save the run ends with must succeed: after SIGUSR2's the run goes on, and
+      // checkpoint.on_save_error says whether a failed one stops it.
+      save(step + 1, r, job.stop || last);
     }
     r.stop = job.stop && !last;
     r.stop_reason = job.reason;
@@ -450,7 +452,8 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
   }
   result.tokens_per_s = median(rates);
   // Stopped early with a checkpoint: it holds the weights; without one, the weights file does.
-  end_job_on_local_error([&] { run.finish(result.stopped.empty() || result.checkpoint.empty()); });
+  end_job_on_local_error(
+      [&] { run.finish(result.stopped.empty() || result.checkpoint.empty(), result.steps_done); });
   return result;
 }
 

@@ -41,6 +41,7 @@ head -c 3000 "$W/good.h5" >"$W/truncated.h5"
 head -c 3000 "$W/data.h5" >"$W/truncated_data.h5"
 printf 'step,loss\n1,4.2\n' >"$W/text.csv"
 : >"$W/empty.h5"
+mkdir -p "$W/ck_empty_latest" && : >"$W/ck_empty_latest/latest" # a save cut short by a crash
 printf 'The cat sat on the mat.\n\nA dog ran in the park.\n' >"$W/corpus.txt"
 head -c 4000 "$G" >"$W/binary.txt"
 good_sum=$(md5sum <"$OUT/model.h5")

@@ -10,11 +10,15 @@
 #   full_continue  the same under checkpoint.on_save_error = continue: step 4's failure is
 #         logged and passed over, the run goes on to step 6, whose save (the last) must succeed:
 #         it fails, and the job ends saying so, step 2 intact and no .partial left;
+#   usr2_full  under checkpoint.on_save_error = continue, SIGUSR2 (save and go on) while the
+#         checkpoint file system is full: that save's failure is passed over like a periodic
+#         one's; room is made again, and SIGUSR1 stops the run with a checkpoint (status 75);
 #   readonly  checkpoint.dir is an existing directory that cannot be written (a read-only tmpfs,
 #         since root ignores permission bits; needs root), and then a directory to be made
 #         inside it: at 1, 2 and 4 ranks each run ends before step 1 with the directory, the
 #         reason and the fix, and without a hang.
-# Usage: checkpoint_faults.sh kill|full|full_continue|readonly GRIDLM MPIEXEC CONFIG WORKDIR
+# Usage: checkpoint_faults.sh kill|full|full_continue|usr2_full|readonly GRIDLM MPIEXEC CONFIG
+#        WORKDIR
 set -u
 mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5
 rm -rf "$work"
@@ -40,6 +44,34 @@ case $mode in
     echo "full run: exit status $?"
     echo "files: $(ls "$work/disk/ck" | tr '\n' ' ')"
     "$gridlm" checkpoint verify "$work/disk/ck/step-000002.h5"
+    ;;
+  usr2_full)
+    mkdir -p "$work/disk"
+    mount -t tmpfs -o size=640k tmpfs "$work/disk" || { echo "cannot mount a tmpfs (needs root)"; exit 1; }
+    trap 'umount "$work/disk"' EXIT
+    metrics=$work/out/metrics.jsonl
+    run --set train.steps=1000000 --set checkpoint.every=0 --set checkpoint.dir="$work/disk/ck" \
+      --set checkpoint.on_save_error=continue --set output.metrics=metrics.jsonl \
+      --set train.log_every=100000 2>&1 &
+    pid=$!
+    waited() { # whether $1 matches a line of the metrics within 30 s
+      for _ in $(seq 300); do grep -q "$1" "$metrics" 2>/dev/null && return 0; sleep 0.1; done
+      return 1
+    }
+    signal() { pkill "-$1" -f "^[^ ]*gridlm train .*output\.dir=$work/out( |$)"; }
+    waited '"step":20,' || { kill $pid; echo "the run did not reach step 20"; exit 1; }
+    # All but ~16 KiB of the file system taken: no checkpoint fits.
+    head -c $(($(df -k --output=avail "$work/disk" | tail -1) * 1024 - 16384)) /dev/zero \
+      >"$work/disk/filler"
+    signal USR2
+    waited checkpoint_error || { kill $pid; echo "no failed save in the metrics"; exit 1; }
+    # Room again; the run goes on until SIGUSR1 stops it with a checkpoint, which must succeed.
+    rm "$work/disk/filler"
+    sleep 0.5
+    signal USR1
+    wait $pid
+    echo "run: exit status $?"
+    echo "files: $(ls "$work/disk/ck" | tr '\n' ' ')"
     ;;
   readonly)
     mkdir -p "$work/ro"

@@ -8,7 +8,7 @@
 #             SLURM_JOB_END_TIME, as Slurm sets them) with train.exit_margin_minutes = 0.25: the
 #             run stops by itself with status 75 before the limit, no signal sent;
 #   nodir     SIGTERM to a run without checkpoint.dir: status 1, a message naming why, and the
-#             weights of that step in the weights file;
+#             weights of that step in the weights file, which says that step;
 #   kill      SIGKILL to one rank mid-run (a node lost): the whole job ends within seconds, and
 #             `--resume auto` goes on from the newest complete checkpoint to the weights of an
 #             uninterrupted run, bit for bit.
@@ -87,6 +87,7 @@ case $mode in
     ;;
   nodir)
     signalled run "$work/nodir" TERM
-    echo "weights file: $(ls "$work/nodir/model.h5")"
+    echo "weights file: $(ls "$work/nodir/model.h5") at step $(/usr/bin/python3 -c \
+      "import h5py, sys; print(h5py.File(sys.argv[1], 'r').attrs['step'])" "$work/nodir/model.h5")"
     ;;
 esac

@@ -1,9 +1,10 @@
 // Bad checkpoints, named on every rank with the problem and the fix, before any step runs:
-// a missing file; `latest` naming a missing file; a weights file given to --resume (no
+// a missing file; `latest` naming a missing file, or empty (a save cut short on a file system
+// without ordered writes: not a fresh start); a weights file given to --resume (no
 // optimizer state: use --init-from); another model shape; another vocabulary alone; a flipped byte
 // in a tensor (its checksum); a truncated file; an unknown format version; a file that is not a
 // checkpoint; another data source; and a checkpoint.dir that cannot be a directory. Runs at 1, 2
-// and 4 ranks (data parallel).
+// and 4 ranks (data parallel). And which checkpoints a save prunes.
 #include <gtest/gtest.h>
 
 #include <hdf5.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/checkpointer.hpp"
 #include "engine/trainer.hpp"
 #include "tests/dataset_util.hpp"
 
@@ -97,6 +99,36 @@ TEST_F(CheckpointErrors, LatestNamingAMissingFileIsNamed) {
   c.checkpoint.resume = "auto";
   const std::string msg = test::collective_error([&] { engine::train(c, *grid_); });
   EXPECT_TRUE(has(msg, "names 'step-000099.h5', which does not exist")) << msg;
+}
+
+TEST_F(CheckpointErrors, AnEmptyLatestIsNamedNotAFreshStart) {
+  if (test::world_rank() == 0) std::ofstream(dir_ + "/checkpoints/latest", std::ios::trunc);
+  MPI_Barrier(MPI_COMM_WORLD);
+  engine::RunConfig c = config();
+  c.checkpoint.dir = "checkpoints";
+  c.train.steps = 4;
+  c.checkpoint.resume = "auto";
+  const std::string msg = test::collective_error([&] { engine::train(c, *grid_); });
+  EXPECT_TRUE(has(msg, "checkpoints/latest' cannot be read or names no checkpoint")) << msg;
+  EXPECT_TRUE(has(msg, "point --resume at a checkpoint file")) << msg;
+}
+
+// By step number, the newest `keep` up to the one just published; later ones (of a run resumed
+// from before them) and other names are left alone.
+TEST(CheckpointPrune, ByStepNumberNeverPastThePublishedOne) {
+  const std::vector<std::string> names{
+      "step-999998.h5",         "latest",      "step-999999.h5", "step-1000000.h5",
+      "step-000004.h5.partial", "step-12x.h5", "step-1000001.h5"};
+  EXPECT_EQ(engine::checkpoints_to_prune(names, 1000000, 2),
+            (std::vector<std::string>{"step-999998.h5"}));
+  EXPECT_EQ(engine::checkpoints_to_prune(names, 1000001, 1),
+            (std::vector<std::string>{"step-999998.h5", "step-999999.h5", "step-1000000.h5"}));
+  // Resumed from step 2 of a run that went on to 5: its save of step 3 keeps 3, leaves 4 and 5.
+  const std::vector<std::string> resumed{"step-000002.h5", "step-000003.h5", "step-000004.h5",
+                                         "step-000005.h5"};
+  EXPECT_EQ(engine::checkpoints_to_prune(resumed, 3, 1),
+            (std::vector<std::string>{"step-000002.h5"}));
+  EXPECT_TRUE(engine::checkpoints_to_prune(resumed, 3, 2).empty());
 }
 
 TEST_F(CheckpointErrors, AWeightsFileCannotResumeButCanStartANewRun) {

@@ -33,6 +33,8 @@ TEST(JobDeadline, OtherTextIsAnError) {
     } catch (const gridlm::Error& e) {
       EXPECT_NE(std::string(e.what()).find("[days-][hours:]minutes:seconds"), std::string::npos)
           << e.what();
+      EXPECT_NE(std::string(e.what()).find("export SLURM_JOB_END_TIME="), std::string::npos)
+          << "the fix: " << e.what();
     }
   }
 }
