@@ -26,6 +26,27 @@
 namespace gridlm::app {
 namespace {
 
+// The end of the tokenizer's next training text of `document` from `at`: whole lines up to about
+// 4 kB, "\n" kept inside so that the model learns what follows a line break. SentencePiece skips
+// a text longer than its max_sentence_length (16 kB), so a line that would take the text past
+// 8 kB (a JSON document without line breaks, minified text) is cut at a space before 4 kB, or
+// at a character's first byte where it has none.
+std::string::size_type text_end(const std::string& document, std::string::size_type at) {
+  constexpr std::string::size_type lines = 4096, longest = 8192;
+  std::string::size_type end = at;
+  while (end < document.size() && end - at < lines) {
+    const auto nl = document.find('\n', end);
+    end = nl == std::string::npos ? document.size() : nl + 1;
+  }
+  if (end - at <= longest) return end;
+  const std::string::size_type space = document.rfind(' ', at + lines);
+  if (space != std::string::npos && space > at) return space + 1;
+  std::string::size_type cut = at + lines;
+  while (cut > at + 1 && (static_cast<unsigned char>(document[cut]) & 0xC0) == 0x80)
+    --cut; // not inside a UTF-8 character
+  return cut;
+}
+
 struct PrepareDataCommand {
   std::vector<std::string> inputs;     // text files, .jsonl files or directories
   std::string output;                  // the dataset file to write
@@ -154,8 +175,6 @@ io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& co
   bool ended = false; // the corpus was read to its end
   std::string document;
   std::string::size_type at = 0;
-  // Training texts are whole lines of a document, up to a few kB each: SentencePiece skips
-  // longer texts, and "\n" stays inside them so that the model learns what follows a line break.
   const auto next_text = [&](std::string& text) {
     while (at >= document.size()) {
       if (!all->next(document)) {
@@ -171,11 +190,7 @@ io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& co
       at = 0;
       progress.update(all->fraction(), all->bytes(), documents, 0);
     }
-    std::string::size_type end = at;
-    while (end < document.size() && end - at < 4096) {
-      const auto nl = document.find('\n', end);
-      end = nl == std::string::npos ? document.size() : nl + 1;
-    }
+    const std::string::size_type end = text_end(document, at);
     text = document.substr(at, end - at);
     at = end;
     return true;

@@ -45,6 +45,7 @@ void Prefetcher::run() {
     } else {
       n = next_++;
     }
+    reading_ = n;
     lock.unlock();
     std::vector<std::int32_t> tokens;
     std::exception_ptr error;
@@ -54,6 +55,7 @@ void Prefetcher::run() {
       error = std::current_exception();
     }
     lock.lock();
+    reading_ = -1;
     if (error) {
       error_ = error;
     } else {
@@ -75,7 +77,8 @@ std::vector<std::int32_t> Prefetcher::get(long n) {
   auto have = [&] { return done_.count(n) > 0; };
   if (!have() && !stop_) {
     // Already read and let go: the thread reads it again (HDF5 allows one thread at a time).
-    if (n < next_) {
+    // One it is reading now arrives by itself.
+    if (n < next_ && n != reading_) {
       again_.push_back(n);
       wake_.notify_all();
     }

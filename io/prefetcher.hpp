@@ -53,6 +53,7 @@ private:
   std::vector<long> again_; // batches asked for after they were let go
   long next_ = 0;           // next batch the thread reads
   long wanted_ = 0;         // the thread reads while next_ < wanted_ + depth_
+  long reading_ = -1;       // the batch the thread is reading (-1: none)
   bool stop_ = false;
   std::exception_ptr error_;
   double waited_ = 0.0;
