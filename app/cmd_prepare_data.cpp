@@ -4,7 +4,9 @@
 // across ranks, so a bad input stops every rank with one message.
 #include "app/cmd_prepare_data.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -124,6 +126,18 @@ std::uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// Rank 0, before hours of tokenizing: the output's directory takes a file (the .partial the
+// write goes through, made and removed again).
+void probe_output(const std::string& output) {
+  const std::string probe = output + ".partial";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr || std::fclose(f) != 0) {
+    throw Error(fmt::format("cannot write '{}': {}; give a path where a file can be written (-o)",
+                            probe, std::strerror(errno)));
+  }
+  std::remove(probe.c_str());
+}
+
 void check_options(const PrepareDataCommand& cmd) {
   if (cmd.synthetic == !cmd.inputs.empty()) {
     throw Error(cmd.synthetic ? "give either input files or --synthetic, not both"
@@ -220,6 +234,7 @@ void run(const PrepareDataCommand& cmd) {
   io::Corpus corpus;
   parallel::run_agreed(world, [&] {
     check_options(cmd);
+    if (root) probe_output(cmd.output);
     if (!cmd.synthetic) {
       corpus = io::find_corpus(cmd.inputs);
       if (corpus.bytes == 0) throw Error("the inputs hold no text (no bytes in any file)");

@@ -127,8 +127,8 @@ void write_header(ParallelFile& f, const DatasetHeader& header, const Counts& t,
       {"valid_n_tokens", std::int64_t(v.total_tokens)},
       {"valid_n_documents", std::int64_t(v.total_documents)},
       {"seed", std::int64_t(header.seed)}};
-  for (const auto& [name, value] : ints)
-    attempt([&] { f.write_attribute("/", name, value); });
+  for (const auto& a : ints) // not a structured binding: C++17 lambdas cannot capture one
+    attempt([&] { f.write_attribute("/", a.first, a.second); });
   const std::pair<const char*, std::string> texts[] = {
       {"format", dataset_format},
       {"tokenizer", header.tokenizer},
@@ -137,8 +137,8 @@ void write_header(ParallelFile& f, const DatasetHeader& header, const Counts& t,
       {"description", "gridlm tokenized dataset (docs/formats/dataset.md): /tokens and "
                       "/doc_offsets hold the training split, /valid/* the validation split, "
                       "/tokenizer/model the tokenizer"}};
-  for (const auto& [name, value] : texts)
-    attempt([&] { f.write_attribute("/", name, value); });
+  for (const auto& a : texts)
+    attempt([&] { f.write_attribute("/", a.first, a.second); });
   attempt([&] { f.write_attribute("/", "valid_fraction", header.valid_fraction); });
   attempt([&] {
     f.write_attribute("/tokenizer/model", "description",
