@@ -1,15 +1,28 @@
 // Checks of command-line numbers, worded for users: CLI11's own range checks print their bounds
-// as numbers hundreds of digits long and let nan through.
+// as numbers hundreds of digits long and let nan through; and of output paths, before the long
+// work whose result goes there.
 #pragma once
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 namespace gridlm::app {
+
+// Why `output` + ".partial" (the file a command writes before renaming it into place) cannot be
+// made, or "" when it can: made and removed again.
+inline std::string cannot_create_partial(const std::string& output) {
+  const std::string probe = output + ".partial";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr || std::fclose(f) != 0) return std::strerror(errno);
+  std::remove(probe.c_str());
+  return "";
+}
 
 // A number that must be finite and above (or, with zero_ok, at or above) zero.
 inline CLI::Validator number_check(bool zero_ok, const char* fix) {

@@ -4,9 +4,7 @@
 // across ranks, so a bad input stops every rank with one message.
 #include "app/cmd_prepare_data.hpp"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -126,16 +124,13 @@ std::uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-// Rank 0, before hours of tokenizing: the output's directory takes a file (the .partial the
-// write goes through, made and removed again).
+// Rank 0, before hours of tokenizing: the output's directory takes the .partial file.
 void probe_output(const std::string& output) {
-  const std::string probe = output + ".partial";
-  std::FILE* f = std::fopen(probe.c_str(), "w");
-  if (f == nullptr || std::fclose(f) != 0) {
-    throw Error(fmt::format("cannot write '{}': {}; give a path where a file can be written (-o)",
-                            probe, std::strerror(errno)));
+  if (const std::string why = cannot_create_partial(output); !why.empty()) {
+    throw Error(fmt::format("cannot write '{}.partial': {}; give a path where a file can be "
+                            "written (-o)",
+                            output, why));
   }
-  std::remove(probe.c_str());
 }
 
 void check_options(const PrepareDataCommand& cmd) {

@@ -4,9 +4,7 @@
 
 #include <mpi.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -44,13 +42,10 @@ void run(const ProfileCommand& cmd) {
     req.precision = config.train.precision;
     // Before minutes of measuring: the file can be written.
     if (rank == 0) {
-      const std::string probe = cmd.output + ".partial";
-      std::FILE* f = std::fopen(probe.c_str(), "w");
-      if (f == nullptr || std::fclose(f) != 0) {
-        throw Error(fmt::format("cannot write the profile '{}': {}; give a writable path", probe,
-                                std::strerror(errno)));
+      if (const std::string why = cannot_create_partial(cmd.output); !why.empty()) {
+        throw Error(fmt::format("cannot write the profile '{}.partial': {}; give a writable path",
+                                cmd.output, why));
       }
-      std::remove(probe.c_str());
     }
   });
   // Ops are timed waiting as the runs they price will wait.

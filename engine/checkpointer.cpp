@@ -59,6 +59,22 @@ long checkpoint_step(const std::string& name) {
   return std::stol(digits);
 }
 
+// Rank 0: removes complete checkpoints older than the newest `keep` up to `published`. The
+// save has succeeded by then: a directory that cannot be listed leaves them, with a warning.
+void prune(const std::string& dir, long published, int keep) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    names.push_back(it->path().filename().string());
+  if (ec) {
+    std::fprintf(stderr, "gridlm: warning: older checkpoints in '%s' not removed: %s\n",
+                 dir.c_str(), ec.message().c_str());
+    return;
+  }
+  for (const std::string& name : checkpoints_to_prune(names, published, keep))
+    std::filesystem::remove(dir + "/" + name, ec);
+}
+
 } // namespace
 
 std::vector<std::string> checkpoints_to_prune(const std::vector<std::string>& names, long published,
@@ -77,26 +93,6 @@ std::vector<std::string> checkpoints_to_prune(const std::vector<std::string>& na
     out.push_back(older[i].second);
   return out;
 }
-
-namespace {
-
-// Rank 0: removes complete checkpoints older than the newest `keep` up to `published`. The
-// save has succeeded by then: a directory that cannot be listed leaves them, with a warning.
-void prune(const std::string& dir, long published, int keep) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    names.push_back(it->path().filename().string());
-  if (ec) {
-    std::fprintf(stderr, "gridlm: warning: older checkpoints in '%s' not removed: %s\n",
-                 dir.c_str(), ec.message().c_str());
-    return;
-  }
-  for (const std::string& name : checkpoints_to_prune(names, published, keep))
-    std::filesystem::remove(dir + "/" + name, ec);
-}
-
-} // namespace
 
 Checkpointer::Checkpointer(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid)
     : config_(config), grid_(grid), dir_(plan.checkpoint_dir),
