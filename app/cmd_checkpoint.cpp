@@ -44,7 +44,11 @@ void print_text(const engine::FileSummary& s) {
   std::printf("model: %d layers, %d heads, width %d, vocabulary %d, context %d, %s embeddings\n",
               s.model.n_layer, s.model.n_head, s.model.d_model, s.model.vocab_size, s.model.seq_len,
               s.model.tied_embeddings ? "tied" : "untied");
-  std::printf("data: %s (seed %lld)\n", m.data_source.c_str(), static_cast<long long>(m.data_seed));
+  const std::string extent = m.data_tokens < 0 ? ""
+                                               : fmt::format(", {} tokens in {} documents",
+                                                             m.data_tokens, m.data_documents);
+  std::printf("data: %s (seed %lld%s)\n", m.data_source.c_str(),
+              static_cast<long long>(m.data_seed), extent.c_str());
   for (const engine::TensorSummary& t : s.tensors) {
     std::printf("  %-34s [%s] norm %.6g%s\n", t.name.c_str(),
                 fmt::format("{}", fmt::join(t.shape, ", ")).c_str(), t.norm,
@@ -71,6 +75,8 @@ void print_json(const engine::FileSummary& s) {
                          {"layout", s.meta.layout},
                          {"data_source", s.meta.data_source},
                          {"data_seed", s.meta.data_seed},
+                         {"data_tokens", s.meta.data_tokens},
+                         {"data_documents", s.meta.data_documents},
                          {"model",
                           {{"vocab_size", s.model.vocab_size},
                            {"seq_len", s.model.seq_len},

@@ -92,6 +92,11 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &c.data.source},
       {"data", "seed", "seed of the synthetic language, or of the order of a dataset's samples",
        &c.data.seed},
+      {"data", "on_change",
+       "a resumed run whose dataset now holds another number of tokens or documents than when "
+       "its checkpoint was saved (remade at the same path): stop, or continue (from the same "
+       "sample count, through the new data's order)",
+       &c.data.on_change},
       {"parallel", "dp", "data-parallel replicas: a number or auto", &c.parallel.dp},
       {"parallel", "pp", "pipeline stages: a number or auto", &c.parallel.pp},
       {"parallel", "tp", "tensor-parallel ranks per stage: a number or auto", &c.parallel.tp},
@@ -450,6 +455,8 @@ void validate(const RunConfig& c) {
   need(k.on_save_error == "stop" || k.on_save_error == "continue",
        fmt::format("checkpoint.on_save_error = \"{}\": the choices are stop and continue",
                    k.on_save_error));
+  need(c.data.on_change == "stop" || c.data.on_change == "continue",
+       fmt::format("data.on_change = \"{}\": the choices are stop and continue", c.data.on_change));
   need(t.on_nonfinite == "stop" || t.on_nonfinite == "skip" || t.on_nonfinite == "rollback",
        fmt::format("train.on_nonfinite = \"{}\": the choices are stop, skip and rollback",
                    t.on_nonfinite));

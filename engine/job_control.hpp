@@ -7,6 +7,7 @@
 // the first, 5 s plus the checkpoint's size at 100 MiB/s) and 10 s to exit.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -29,6 +30,9 @@ public:
   // Collective over the grid, after a step that took `step_seconds`; `save_seconds` is the
   // time of a save this step made (0 when none).
   Decision after_step(double step_seconds, double save_seconds);
+  // A save made after after_step (one a signal asked for) took `seconds`: the margin counts it
+  // like the step's own.
+  void note_save(double seconds) { slowest_save_ = std::max(slowest_save_, seconds); }
 
   // For the start-up report (rank 0): when the job ends and the margin, or "" with no deadline.
   std::string describe() const;

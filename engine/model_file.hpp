@@ -29,8 +29,11 @@ struct CheckpointMeta {
   std::string layout;             // the layout that wrote it, in words
   std::string data_source;        // data.source of the run (its samples' order needs it)
   std::int64_t data_seed = 0;     // data.seed of the run
-  bool optimizer = false;         // holds the AdamW moments (a checkpoint, not a weights file)
-  std::string gridlm_version;     // the gridlm that wrote it
+  // The tokens and documents of the training split data.source held (-1: a generated source,
+  // or a file written before gridlm recorded them): a dataset remade at the same path differs.
+  std::int64_t data_tokens = -1, data_documents = -1;
+  bool optimizer = false;     // holds the AdamW moments (a checkpoint, not a weights file)
+  std::string gridlm_version; // the gridlm that wrote it
 };
 
 // Collective over the file's ranks: the root attributes of a model file (format, version, the

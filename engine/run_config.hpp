@@ -36,6 +36,9 @@ struct TrainConfig {
 struct DataConfig {
   std::string source = "synthetic"; // synthetic, or the path of a dataset file (prepare-data)
   long seed = 7;                    // seed of the synthetic language, or of the sample order
+  // A resumed run whose dataset holds other token or document counts than when its checkpoint
+  // was saved (remade at the same path): stop, or continue through the new order.
+  std::string on_change = "stop";
 };
 
 struct ParallelConfig {

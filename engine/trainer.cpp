@@ -64,6 +64,7 @@ public:
     start(dry);
     report_.startup(model_, *data_.train, optimizer_.state_bytes(), grad_sync_.buffer_bytes());
     report_.note(job_.describe());
+    report_.note(validation_shortfall(data_, config, grid));
     if (dry) return;
     if (plan_.reference_dump) {
       dump_ = std::make_unique<ReferenceDump>(config, plan_.optim, *model_.chunks()[0]);
@@ -76,6 +77,10 @@ public:
     meta_.config = config_text;
     meta_.data_source = config.data.source;
     meta_.data_seed = config.data.seed;
+    if (const auto extent = data_.train->extent()) {
+      meta_.data_tokens = std::int64_t(extent->tokens);
+      meta_.data_documents = std::int64_t(extent->documents);
+    }
     meta_.layout =
         fmt::format("{}; schedule {}, {} chunk(s), blocks per virtual stage {}",
                     grid.layout().str(), config.parallel.schedule, config.parallel.chunks,
@@ -282,6 +287,8 @@ private:
   }
 
   // A resumed run goes on through the same samples in the same order; new data is a new run.
+  // A dataset remade at the same path (more text, say) changes the epoch's length and the order
+  // of its samples: stopped, unless data.on_change = continue.
   void check_same_data(const CheckpointMeta& m) const {
     parallel::run_agreed(grid_.comm(), [&] {
       if (m.data_source != config_.data.source || m.data_seed != config_.data.seed) {
@@ -292,6 +299,28 @@ private:
             plan_.resume_path, m.data_source, m.data_seed, config_.data.source, config_.data.seed));
       }
     });
+    const auto now = data_.train->extent();
+    if (m.data_tokens < 0 || !now ||
+        (std::uint64_t(m.data_tokens) == now->tokens &&
+         std::uint64_t(m.data_documents) == now->documents)) {
+      return;
+    }
+    const std::string what = fmt::format(
+        "'{}' was trained on '{}' when its training split held {} tokens in {} documents; it "
+        "holds {} tokens in {} documents now (remade at the same path?), so the samples' order "
+        "and the epoch's length differ from the run's",
+        plan_.resume_path, m.data_source, m.data_tokens, m.data_documents, now->tokens,
+        now->documents);
+    parallel::run_agreed(grid_.comm(), [&] {
+      if (config_.data.on_change != "continue") {
+        throw Error(what + ": point data.source at the dataset it was trained on, set "
+                           "data.on_change = \"continue\" to go on from the same sample count "
+                           "through the new order, or start a new run from its weights with "
+                           "--init-from");
+      }
+    });
+    report_.note(what + "; data.on_change = continue: going on from sample " +
+                 std::to_string(m.samples_seen) + " of the new order");
   }
 
   // The data cursor before step `steps`: samples read by the steps before it.
@@ -323,6 +352,7 @@ private:
       // Only a save the run ends with must succeed: after SIGUSR2's the run goes on, and
       // checkpoint.on_save_error says whether a failed one stops it.
       save(step + 1, r, job.stop || last);
+      job_.note_save(r.checkpoint_seconds);
     }
     r.stop = job.stop && !last;
     r.stop_reason = job.reason;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace gridlm::engine {
 
 Validation::Validation(const RunData& data, const RunConfig& config, const parallel::Grid& grid,
@@ -22,6 +24,29 @@ Validation::Validation(const RunData& data, const RunConfig& config, const paral
           at + std::uint64_t(b), T + 1);
     }
   }
+}
+
+std::string validation_shortfall(const RunData& data, const RunConfig& config,
+                                 const parallel::Grid& grid) {
+  if (config.train.eval_every <= 0 || !data.valid) return "";
+  const auto extent = data.valid->extent();
+  const std::uint64_t per_micro =
+      std::uint64_t(grid.layout().dp) * std::uint64_t(config.train.micro_batch);
+  const std::uint64_t need = std::uint64_t(config.train.eval_batches) * per_micro;
+  if (!extent || need <= extent->samples) return "";
+  const std::string what = fmt::format(
+      "a validation reads {} samples (train.eval_batches = {} x dp {} x micro_batch {}), but "
+      "the validation split of '{}' holds {}: the other {} are its samples again (its next "
+      "epoch), counted twice in the loss",
+      need, config.train.eval_batches, grid.layout().dp, config.train.micro_batch,
+      config.data.source, extent->samples, need - extent->samples);
+  if (extent->samples < per_micro) {
+    return what + "; remake the dataset with a larger --valid-fraction, or set "
+                  "train.eval_every = 0";
+  }
+  return what + fmt::format("; set train.eval_batches = {} to read each once, or remake the "
+                            "dataset with a larger --valid-fraction",
+                            extent->samples / per_micro);
 }
 
 bool Validation::due(int step) const {

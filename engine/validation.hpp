@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/data.hpp"
@@ -12,6 +13,12 @@
 #include "parallel/executor.hpp"
 
 namespace gridlm::engine {
+
+// A note for the start-up report when one validation reads more samples than the dataset's
+// validation split holds: the rest wrap into the split's next epoch, so some are read twice.
+// "" when they fit (or no validation runs, or its samples are synthetic).
+std::string validation_shortfall(const RunData& data, const RunConfig& config,
+                                 const parallel::Grid& grid);
 
 class Validation {
 public:

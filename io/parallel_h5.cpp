@@ -516,8 +516,12 @@ bool ParallelFile::has_object(const std::string& name) const {
   return H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) > 0;
 }
 
+bool ParallelFile::has_attribute(const std::string& object, const std::string& name) const {
+  return H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT) > 0;
+}
+
 double ParallelFile::number_attribute(const std::string& object, const std::string& name) const {
-  if (H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT) <= 0) {
+  if (!has_attribute(object, name)) {
     throw Error(fmt::format("'{}': '{}' has no attribute '{}'", path_, object, name));
   }
   H5Handle attr(GRIDLM_H5_CHECK(
@@ -533,7 +537,7 @@ double ParallelFile::number_attribute(const std::string& object, const std::stri
 }
 
 std::string ParallelFile::text_attribute(const std::string& object, const std::string& name) const {
-  if (H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT) <= 0) {
+  if (!has_attribute(object, name)) {
     throw Error(fmt::format("'{}': '{}' has no attribute '{}'", path_, object, name));
   }
   H5Handle attr(GRIDLM_H5_CHECK(

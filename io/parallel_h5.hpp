@@ -156,6 +156,8 @@ public:
   double number_attribute(const std::string& object, const std::string& name) const;
   std::string text_attribute(const std::string& object, const std::string& name) const;
   bool has_object(const std::string& name) const;
+  // Whether `object` has an attribute `name` (one that later versions added, say).
+  bool has_attribute(const std::string& object, const std::string& name) const;
 
   // Collective: everything written so far reaches the storage (MPI_File_sync underneath), so
   // that a rename after it publishes a file that survives a crash.

@@ -60,6 +60,9 @@ public:
   // (HDF5 itself is not thread-safe: one thread at a time).
   void sample(std::int32_t* out, std::uint64_t index, int length) const override;
   std::string describe() const override;
+  std::optional<Extent> extent() const override {
+    return Extent{tokens_, documents_, num_samples()};
+  }
 
   const DatasetInfo& info() const { return info_; }
   std::uint64_t num_tokens() const { return tokens_; }

@@ -68,7 +68,7 @@ public:
   // A buffer is released once its send is done, so a step holds only the outputs still
   // travelling, not one per op.
   void release_finished_sends() {
-    while (!sends_.empty() && sends_.front().first.test())
+    while (!sends_.empty() && sends_.front().request.test())
       sends_.pop_front();
   }
   // The last op's deferred sends, then every send completed.
@@ -77,8 +77,8 @@ public:
       Group group(pp_);
       post_deferred();
     }
-    for (auto& send : sends_)
-      send.first.wait();
+    for (InFlight& send : sends_)
+      send.request.wait();
   }
 
 private:
@@ -86,8 +86,15 @@ private:
     Stage::Buffer data;
     int to, tag;
   };
+  // A send and the buffer it reads. The request is declared last so that it goes first: on an
+  // unwind it is abandoned while its buffer is still held, not after the buffer went back to the
+  // pool for another transfer to write.
+  struct InFlight {
+    Stage::Buffer data;
+    Request request;
+  };
   void post(const Outgoing& o) {
-    sends_.emplace_back(pp_.isend(Span<const float>(o.data.get(), n_), o.to, o.tag), o.data);
+    sends_.push_back(InFlight{o.data, pp_.isend(Span<const float>(o.data.get(), n_), o.to, o.tag)});
   }
 
   Comm& pp_;
@@ -97,8 +104,8 @@ private:
   std::size_t n_; // floats of a boundary tensor
   std::map<int, Stage::Buffer> inbox_;
   std::map<int, Request> pending_;
-  std::vector<Outgoing> deferred_;                      // grouped: for the next op's group
-  std::deque<std::pair<Request, Stage::Buffer>> sends_; // in flight, oldest first
+  std::vector<Outgoing> deferred_; // grouped: for the next op's group
+  std::deque<InFlight> sends_;     // in flight, oldest first
 };
 
 // Which activation slot of its chunk each micro-batch holds from F to its last backward op.

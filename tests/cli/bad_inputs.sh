@@ -42,6 +42,12 @@ head -c 3000 "$W/data.h5" >"$W/truncated_data.h5"
 printf 'step,loss\n1,4.2\n' >"$W/text.csv"
 : >"$W/empty.h5"
 mkdir -p "$W/ck_empty_latest" && : >"$W/ck_empty_latest/latest" # a save cut short by a crash
+# A checkpoint of a run on remade.h5, which is then remade at the same path with fewer documents.
+"$G" prepare-data --synthetic --synthetic-documents 300 --vocab-size 128 -o "$W/remade.h5" \
+  >/dev/null && "$G" train --config "$CFG" --set train.steps=2 --set model.vocab_size=128 \
+  --set data.source="$W/remade.h5" --set output.dir="$W" --set checkpoint.dir=ck_remade \
+  >/dev/null && "$G" prepare-data --synthetic --synthetic-documents 200 --vocab-size 128 \
+  -o "$W/remade.h5" >/dev/null || { echo "setup: the remade dataset failed"; exit 1; }
 printf 'The cat sat on the mat.\n\nA dog ran in the park.\n' >"$W/corpus.txt"
 head -c 4000 "$G" >"$W/binary.txt"
 good_sum=$(md5sum <"$OUT/model.h5")

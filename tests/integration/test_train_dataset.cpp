@@ -1,14 +1,17 @@
 // Training on a tokenized dataset file: data parallelism and tensor parallelism reproduce the
 // single-rank run on the same file (the same samples in the same order, whatever the layout),
 // the loss falls, and a model vocabulary smaller than the dataset's is refused on every rank.
-// Runs at 2 and 4 ranks.
+// A validation that would read more samples than the validation split holds is named at
+// start-up. Runs at 2 and 4 ranks.
 //
 // Tolerance: |loss_layout - loss_1| <= 1e-4 * loss_1 at every one of 20 AdamW steps.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include "engine/data.hpp"
 #include "engine/trainer.hpp"
+#include "engine/validation.hpp"
 #include "parallel/grid.hpp"
 #include "tests/dataset_util.hpp"
 
@@ -90,4 +93,36 @@ TEST_F(TrainDataset, ModelVocabularyMustCoverTheDataset) {
                                  test::world_size() - 1, path_)),
             std::string::npos)
       << msg;
+}
+
+// Past the split's samples a validation reads its next epoch: the start-up report says so and
+// how many micro-batches fit; none fitting asks for a larger split or no validation.
+TEST_F(TrainDataset, AValidationLargerThanItsSplitIsNamed) {
+  const std::string path = path_ + ".valid";
+  test::write_synthetic_dataset(path, 120, 4); // every 4th document held out
+  const int n = test::world_size();
+  parallel::GridOptions all;
+  all.layout = {n, 1, 1};
+  const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, all);
+  engine::RunConfig c = config_for(path, 2);
+  c.train.eval_every = 5;
+  const engine::RunData data = engine::open_data(c, grid);
+  ASSERT_TRUE(data.valid && data.valid->extent());
+  const std::uint64_t samples = data.valid->extent()->samples;
+  const int fit = int(samples / std::uint64_t(n * c.train.micro_batch));
+  ASSERT_GE(fit, 1) << samples << " validation samples";
+  c.train.eval_batches = fit;
+  EXPECT_EQ(engine::validation_shortfall(data, c, grid), "") << "they fit";
+  c.train.eval_batches = fit + 1;
+  const std::string note = engine::validation_shortfall(data, c, grid);
+  EXPECT_NE(note.find(fmt::format("holds {}: the other", samples)), std::string::npos) << note;
+  EXPECT_NE(note.find(fmt::format("set train.eval_batches = {} to read each once", fit)),
+            std::string::npos)
+      << note;
+  c.train.micro_batch = int(samples) + 1;
+  const std::string none = engine::validation_shortfall(data, c, grid);
+  EXPECT_NE(none.find("or set train.eval_every = 0"), std::string::npos) << none;
+  c.train.eval_every = 0;
+  EXPECT_EQ(engine::validation_shortfall(data, c, grid), "") << "no validation, no note";
+  test::remove_on_rank0(path);
 }

@@ -3,7 +3,8 @@
 // without ordered writes: not a fresh start); a weights file given to --resume (no
 // optimizer state: use --init-from); another model shape; another vocabulary alone; a flipped byte
 // in a tensor (its checksum); a truncated file; an unknown format version; a file that is not a
-// checkpoint; another data source; and a checkpoint.dir that cannot be a directory. Runs at 1, 2
+// checkpoint; another data source, or a dataset remade at the same path with other counts
+// (data.on_change); and a checkpoint.dir that cannot be a directory. Runs at 1, 2
 // and 4 ranks (data parallel). And which checkpoints a save prunes.
 #include <gtest/gtest.h>
 
@@ -220,6 +221,49 @@ TEST_F(CheckpointErrors, OtherDataIsANewRun) {
   c.data.seed = 8;
   const std::string msg = resume_error(checkpoint_, c);
   EXPECT_TRUE(has(msg, "with data.seed = 7, but this run has 'synthetic' with 8")) << msg;
+}
+
+// A dataset remade at the same path with more documents changes the order of its samples: the
+// resumed run is stopped with both counts named, unless data.on_change = continue. A checkpoint
+// from before the counts were recorded resumes as before.
+TEST_F(CheckpointErrors, ADatasetRemadeAtTheSamePathIsNamed) {
+  const std::string data = dir_ + "/tokens.h5";
+  test::write_synthetic_dataset(data, 40, 0);
+  engine::RunConfig c = config();
+  c.model.vocab_size = test::small_tokenizer().vocab_size();
+  c.data.source = data;
+  c.checkpoint.dir = "on-data";
+  engine::train(c, *grid_);
+  const std::string checkpoint = dir_ + "/on-data/step-000002.h5";
+  c.checkpoint.dir = "";
+  // Two more steps from `from` into their own output directory.
+  const auto resumed = [&](const std::string& from, const std::string& out, const char* change) {
+    engine::RunConfig r = c;
+    r.output.dir = dir_ + "/" + out;
+    r.train.steps = 4;
+    r.checkpoint.resume = from;
+    r.data.on_change = change;
+    engine::train(r, *grid_);
+  };
+  EXPECT_NO_THROW(resumed(checkpoint, "same", "stop")) << "the same data resumes";
+  test::write_synthetic_dataset(data, 50, 0);
+  const std::string msg = resume_error(checkpoint, c);
+  EXPECT_TRUE(
+      has(msg, "step-000002.h5' was trained on '" + data + "' when its training split held"))
+      << msg;
+  EXPECT_TRUE(has(msg, "tokens in 40 documents; it holds")) << msg;
+  EXPECT_TRUE(has(msg, "tokens in 50 documents now")) << msg;
+  EXPECT_TRUE(has(msg, "data.on_change = \"continue\"")) << msg;
+  EXPECT_NO_THROW(resumed(checkpoint, "continued", "continue"));
+
+  const std::string older = damaged("older", [&](const std::string& path) {
+    std::filesystem::copy_file(checkpoint, path, std::filesystem::copy_options::overwrite_existing);
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    H5Adelete(f, "data_tokens");
+    H5Adelete(f, "data_documents");
+    H5Fclose(f);
+  });
+  EXPECT_NO_THROW(resumed(older, "from-older", "stop")) << "a checkpoint without the counts";
 }
 
 TEST_F(CheckpointErrors, ACheckpointDirThatCannotBeADirectoryIsFoundBeforeTheFirstStep) {

@@ -1,14 +1,18 @@
 // Reading the job's end from Slurm (engine/job_deadline): squeue's time-left format in all its
 // forms, the words for "no limit", text that is not a duration, and SLURM_JOB_END_TIME, which
-// wins over squeue.
+// wins over squeue. And the exit margin a signalled save widens (engine/job_control).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <ctime>
 #include <string>
 
+#include <mpi.h>
+
+#include "engine/job_control.hpp"
 #include "engine/job_deadline.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/grid.hpp"
 
 using namespace gridlm::engine;
 
@@ -49,6 +53,25 @@ TEST(JobDeadline, JobEndTimeFromTheEnvironment) {
   ASSERT_TRUE(d.has_value());
   EXPECT_NEAR(d->seconds_left, 600.0, 2.0);
   EXPECT_EQ(d->source, "SLURM_JOB_END_TIME");
+  unsetenv("SLURM_JOB_ID");
+  unsetenv("SLURM_JOB_END_TIME");
+}
+
+// The measured exit margin is twice the slowest step and save plus 10 s: a save that a signal
+// asked for after the step (note_save) counts like a periodic one, so a slow SIGUSR2 save moves
+// the stop earlier instead of leaving too little time for the last one.
+TEST(JobControl, ASignalledSaveWidensTheMeasuredMargin) {
+  setenv("SLURM_JOB_ID", "42", 1);
+  setenv("SLURM_JOB_END_TIME", std::to_string(std::time(nullptr) + 600).c_str(), 1);
+  RunConfig config; // exit_margin_minutes -1: measured
+  gridlm::parallel::GridOptions o;
+  const gridlm::parallel::Grid grid = gridlm::parallel::Grid::create(MPI_COMM_WORLD, o);
+  JobControl job(config, grid, 1 << 20);
+  EXPECT_FALSE(job.after_step(0.1, 0.0).stop) << "a margin of ~20 s with 600 s left";
+  job.note_save(300.0);
+  const JobControl::Decision d = job.after_step(0.1, 0.0);
+  EXPECT_TRUE(d.stop && d.save) << "a margin of 2 x 300 + 10 s with under 600 s left";
+  EXPECT_NE(d.reason.find("the job's time limit"), std::string::npos) << d.reason;
   unsetenv("SLURM_JOB_ID");
   unsetenv("SLURM_JOB_END_TIME");
 }
