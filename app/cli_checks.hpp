@@ -31,7 +31,10 @@ inline CLI::Validator number_check(bool zero_ok, const char* fix) {
         char* end = nullptr;
         errno = 0;
         const double v = std::strtod(text.c_str(), &end);
-        const bool number = !text.empty() && *end == '\0' && errno == 0 && std::isfinite(v);
+        // strtod reports a number too small for a normal double (1e-320) as a range error
+        // too: it is still a number, not a typo.
+        const bool in_range = errno == 0 || (errno == ERANGE && std::fabs(v) < 1.0);
+        const bool number = !text.empty() && *end == '\0' && in_range && std::isfinite(v);
         if (number && (v > 0 || (zero_ok && v == 0))) return "";
         return "'" + text + "': " + fix;
       },

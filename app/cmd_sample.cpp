@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "app/cli_checks.hpp"
+#include "engine/checkpoint_tools.hpp"
 #include "engine/sampler.hpp"
 #include "engine/weights_file.hpp"
 #include "io/token_dataset.hpp"
@@ -26,6 +27,7 @@ struct SampleCommand {
   std::string prompt;                          // text to continue (needs a tokenizer)
   std::string prompt_ids;                      // or comma-separated token ids
   std::string tokenizer; // a dataset or .model file, when the weights carry none
+  bool past_eos = false; // go on after the end of a document (text mode stops there)
   engine::SampleOptions options;
 };
 
@@ -71,6 +73,9 @@ void run(const SampleCommand& cmd) {
     }
     std::vector<std::int32_t> prompt;
     if (!cmd.prompt_ids.empty()) prompt = parse_ids(cmd.prompt_ids);
+    // What training would refuse (a gradients or damaged file, a checksum table cut short) is
+    // refused here too, rather than sampled from.
+    engine::verify_model_file(cmd.weights);
     io::H5File file = io::H5File::open_read(cmd.weights);
     const layers::ModelConfig m = engine::read_model_attributes(file);
     const std::optional<io::Tokenizer> tok = find_tokenizer(cmd, file);
@@ -103,15 +108,26 @@ void run(const SampleCommand& cmd) {
       // A fresh document: datasets end every document with eos, so eos is what precedes one.
       prompt.push_back(tok && tok->eos_id() >= 0 ? tok->eos_id() : 0);
     }
+    engine::SampleOptions options = cmd.options;
+    if (tok) {
+      // A vocabulary padded past the tokenizer's pieces has rows no data trained, which it
+      // could not decode.
+      options.drawable = tok->vocab_size();
+      if (!cmd.past_eos) options.stop_id = tok->eos_id();
+    }
     engine::Generator gpt(m, file);
     std::printf("model: %s (%d layers, width %d, vocabulary %d, context %d%s)\n",
                 cmd.weights.c_str(), m.n_layer, m.d_model, m.vocab_size, m.seq_len,
                 tok ? ", with its tokenizer" : "");
     if (tok) {
-      const std::vector<std::int32_t> out = gpt.generate(prompt, cmd.options);
+      const std::vector<std::int32_t> out = gpt.generate(prompt, options);
       std::vector<int> ids(prompt.begin(), prompt.end());
       ids.insert(ids.end(), out.begin(), out.end());
       std::printf("---\n%s\n---\n", tok->decode(ids).c_str());
+      if (!out.empty() && out.back() == options.stop_id && options.stop_id >= 0) {
+        std::printf("the document ended after %zu of %d tokens (--past-eos goes on)\n", out.size(),
+                    options.tokens);
+      }
       return;
     }
     std::printf("prompt:");
@@ -119,7 +135,7 @@ void run(const SampleCommand& cmd) {
       std::printf(" %d", id);
     std::printf("\nsample:");
     std::fflush(stdout);
-    gpt.generate(prompt, cmd.options, [](std::int32_t id) {
+    gpt.generate(prompt, options, [](std::int32_t id) {
       std::printf(" %d", id);
       std::fflush(stdout);
     });
@@ -153,6 +169,8 @@ void add_sample_command(CLI::App& app) {
   sub->add_option("--seed", cmd->options.seed, "Seed of the draws")
       ->capture_default_str()
       ->check(non_negative_number());
+  sub->add_flag("--past-eos", cmd->past_eos,
+                "Go on past the end of a document (text from a tokenizer stops there)");
   sub->footer("Example: gridlm sample --weights gridlm-out/model.h5 --prompt \"The cat\" -n 50");
   sub->callback([cmd] { run(*cmd); });
 }

@@ -50,7 +50,7 @@ std::vector<Holding> holdings(const PipelineModel& model, const std::string& nam
 // What one dataset of the file holds, per chunk: parameters, one of the moments or gradients.
 enum class Part { params, m, v, grads };
 const char* prefix(Part part) {
-  return part == Part::m ? "optimizer/m/" : part == Part::v ? "optimizer/v/" : "";
+  return part == Part::m ? moment_prefixes[0] : part == Part::v ? moment_prefixes[1] : "";
 }
 
 // Where the parts come from: the model, and the optimizer (moments) or GradSync (gradients).

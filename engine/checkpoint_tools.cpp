@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "io/parallel_h5.hpp"
+#include "layers/parameters.hpp"
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::engine {
@@ -26,6 +28,28 @@ void read_root(const io::ParallelFile& f, FileSummary& s) {
   s.gridlm_version = s.meta.gridlm_version;
 }
 
+// Every dataset the model's shape calls for (every parameter, and a checkpoint's moments) has
+// a line in the checksum table, as read_model_file demands.
+void check_table_complete(const FileSummary& s, const ChecksumTable& table) {
+  std::set<std::string> listed;
+  for (const auto& entry : table)
+    listed.insert(entry.first);
+  for (const layers::ParamInfo& p : layers::make_param_table(s.model).params) {
+    std::vector<std::string> names{p.name};
+    if (s.meta.optimizer) {
+      for (const char* prefix : moment_prefixes)
+        names.push_back(prefix + p.name);
+    }
+    for (const std::string& name : names) {
+      if (listed.count(name) == 0) {
+        throw Error(fmt::format("'{}' has no checksum for dataset '{}': the file is damaged or "
+                                "was not written by gridlm",
+                                s.path, name));
+      }
+    }
+  }
+}
+
 // Tensor dataset `name` read whole into `data`; returns its checksum.
 std::uint64_t read_whole(const io::ParallelFile& f, const std::string& name,
                          std::vector<std::uint64_t>& shape, std::vector<float>& data) {
@@ -34,6 +58,34 @@ std::uint64_t read_whole(const io::ParallelFile& f, const std::string& name,
   const io::TensorShard shard = whole(shape);
   f.read_shard(name, shard, Span<float>(data), io::Transfer::independent);
   return io::shard_checksum(shard, Span<const float>(data));
+}
+
+// export_weights' writing of `partial`.
+void write_exported(const io::ParallelFile& in, const FileSummary& s, const std::string& partial) {
+  io::ParallelFile o = io::ParallelFile::create(MPI_COMM_SELF, partial);
+  ChecksumTable table;
+  std::vector<std::uint64_t> shape;
+  std::vector<float> data;
+  for (const auto& [name, stored] : read_checksums(in)) {
+    if (name.rfind("optimizer/", 0) == 0) continue;
+    if (read_whole(in, name, shape, data) != stored) {
+      throw Error(fmt::format("'{}': dataset '{}' does not match its checksum: the file is "
+                              "damaged; export an earlier checkpoint",
+                              s.path, name));
+    }
+    o.write_shard(name, whole(shape), Span<const float>(data));
+    table.emplace_back(name, stored);
+  }
+  CheckpointMeta meta = s.meta;
+  meta.optimizer = false;
+  write_root_attributes(o, meta, s.model);
+  o.write_attribute("/", "checksums", checksum_text(table));
+  if (in.has_object("tokenizer/model")) {
+    std::vector<std::uint8_t> bytes(in.dataset_size("tokenizer/model"));
+    in.read("tokenizer/model", 0, Span<std::uint8_t>(bytes), io::Transfer::independent);
+    o.write<std::uint8_t>("tokenizer/model", bytes.size(), 0, Span<const std::uint8_t>(bytes));
+  }
+  o.flush();
 }
 
 } // namespace
@@ -47,6 +99,7 @@ FileSummary summarize_model_file(const std::string& path) {
   s.bytes = std::filesystem::file_size(path, ec);
   std::vector<float> data;
   const ChecksumTable table = read_checksums(f);
+  check_table_complete(s, table);
   std::vector<std::pair<std::string, io::TensorShard>> reads;
   for (const auto& entry : table)
     reads.emplace_back(entry.first, whole(f.shape(entry.first)));
@@ -65,41 +118,40 @@ FileSummary summarize_model_file(const std::string& path) {
   return s;
 }
 
+FileSummary verify_model_file(const std::string& path) {
+  FileSummary s = summarize_model_file(path);
+  std::string bad;
+  for (const TensorSummary& t : s.tensors) {
+    if (t.checksum != t.stored) bad += (bad.empty() ? "" : ", ") + t.name;
+  }
+  if (!bad.empty()) {
+    throw Error(fmt::format("'{}' is damaged: these tensors do not match their checksums: {}; "
+                            "use an earlier checkpoint",
+                            path, bad));
+  }
+  return s;
+}
+
 void export_weights(const std::string& path, const std::string& out) {
+  std::error_code ec;
+  if (out.empty() || std::filesystem::is_directory(out, ec)) {
+    throw Error(fmt::format("--output '{}' is {}: give the path of the weights file to write", out,
+                            out.empty() ? "empty" : "a directory"));
+  }
   FileSummary s;
   s.path = path;
   io::ParallelFile in = io::ParallelFile::open_read(MPI_COMM_SELF, path);
   read_root(in, s);
+  check_table_complete(s, read_checksums(in));
   const std::string partial = out + ".partial";
-  {
-    io::ParallelFile o = io::ParallelFile::create(MPI_COMM_SELF, partial);
-    ChecksumTable table;
-    std::vector<std::uint64_t> shape;
-    std::vector<float> data;
-    for (const auto& [name, stored] : read_checksums(in)) {
-      if (name.rfind("optimizer/", 0) == 0) continue;
-      if (read_whole(in, name, shape, data) != stored) {
-        throw Error(fmt::format("'{}': dataset '{}' does not match its checksum: the file is "
-                                "damaged; export an earlier checkpoint",
-                                path, name));
-      }
-      o.write_shard(name, whole(shape), Span<const float>(data));
-      table.emplace_back(name, stored);
-    }
-    CheckpointMeta meta = s.meta;
-    meta.optimizer = false;
-    write_root_attributes(o, meta, s.model);
-    o.write_attribute("/", "checksums", checksum_text(table));
-    if (in.has_object("tokenizer/model")) {
-      std::vector<std::uint8_t> bytes(in.dataset_size("tokenizer/model"));
-      in.read("tokenizer/model", 0, Span<std::uint8_t>(bytes), io::Transfer::independent);
-      o.write<std::uint8_t>("tokenizer/model", bytes.size(), 0, Span<const std::uint8_t>(bytes));
-    }
-    o.flush();
+  try {
+    write_exported(in, s, partial);
+    std::filesystem::rename(partial, out, ec);
+    if (ec) throw Error(fmt::format("cannot rename '{}' to '{}': {}", partial, out, ec.message()));
+  } catch (...) {
+    std::filesystem::remove(partial, ec); // never left beside (or in place of) a good file
+    throw;
   }
-  std::error_code ec;
-  std::filesystem::rename(partial, out, ec);
-  if (ec) throw Error(fmt::format("cannot rename '{}' to '{}': {}", partial, out, ec.message()));
 }
 
 } // namespace gridlm::engine

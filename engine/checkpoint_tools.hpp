@@ -30,11 +30,17 @@ struct FileSummary {
 };
 
 // One process: every tensor read whole. Throws gridlm::Error naming the file when it is not a
-// gridlm-checkpoint file of a version this gridlm reads.
+// gridlm-checkpoint file of a version this gridlm reads, or when its checksum table leaves out
+// a tensor the model's shape calls for (a table cut short would pass for a whole file).
 FileSummary summarize_model_file(const std::string& path);
 
+// summarize_model_file, then an error naming every tensor whose data does not match its
+// checksum (`gridlm checkpoint verify`, and what `gridlm sample` reads first).
+FileSummary verify_model_file(const std::string& path);
+
 // One process: the weights of `path` (a checkpoint or a weights file) written to `out` as a
-// weights file (through out.partial, renamed when complete), with their checksums verified.
+// weights file (through out.partial, renamed when complete, removed when not), with their
+// checksums verified.
 void export_weights(const std::string& path, const std::string& out);
 
 } // namespace gridlm::engine

@@ -19,6 +19,8 @@ namespace gridlm::engine {
 inline constexpr const char* format_name = "gridlm-checkpoint";
 inline constexpr const char* gradients_format_name = "gridlm-gradients";
 inline constexpr int format_version = 1;
+// Where a checkpoint keeps the AdamW moments: the parameter's name under each prefix.
+inline constexpr const char* moment_prefixes[] = {"optimizer/m/", "optimizer/v/"};
 
 // What a file says about the run that wrote it, besides the tensors.
 struct CheckpointMeta {

@@ -34,7 +34,7 @@ private:
 } // namespace
 
 std::int32_t pick_token(const std::vector<float>& logits, const SampleOptions& o, double u) {
-  const int V = int(logits.size());
+  const int V = o.drawable > 0 ? std::min(o.drawable, int(logits.size())) : int(logits.size());
   std::vector<std::int32_t> order(std::size_t(V), 0);
   std::iota(order.begin(), order.end(), 0);
   auto more_likely = [&](std::int32_t a, std::int32_t b) {
@@ -86,10 +86,17 @@ std::vector<std::int32_t> generate(layers::GPT& gpt, const std::vector<std::int3
     std::copy(context.end() - std::ptrdiff_t(len), context.end(), window.begin());
     gpt.forward(window.data(), targets.data(), 1, T, logits.data());
     const auto row = logits.begin() + std::ptrdiff_t((len - 1) * std::size_t(V));
+    if (!std::all_of(row, row + V, [](float x) { return std::isfinite(x); })) {
+      throw Error(fmt::format("the model's logits for token {} are not finite (NaN or inf): its "
+                              "weights diverged or are damaged; sample from a checkpoint saved "
+                              "before the loss diverged",
+                              n + 1));
+    }
     const std::int32_t next = pick_token(std::vector<float>(row, row + V), o, uniform.next());
     context.push_back(next);
     out.push_back(next);
     if (emit) emit(next);
+    if (next == o.stop_id) break;
   }
   return out;
 }

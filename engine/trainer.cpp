@@ -242,7 +242,7 @@ private:
                       "or raise train.warmup_steps; for bad data, set train.on_nonfinite = skip, "
                       "or rollback with checkpoints",
                       where, step),
-          root);
+          root, grid_.size());
     }
     if (bad_steps_ > config_.train.max_bad_steps) {
       throw CollectiveError(
@@ -250,7 +250,7 @@ private:
                       "the run stops (training has likely diverged; lower train.lr, or raise "
                       "train.max_bad_steps)",
                       where, bad_steps_, config_.train.max_bad_steps),
-          root);
+          root, grid_.size());
     }
     r.bad = what;
     r.action = policy;
@@ -265,7 +265,7 @@ private:
           fmt::format("{}: train.on_nonfinite = rollback, but this run has no checkpoint to go "
                       "back to yet; save earlier (checkpoint.every), or skip",
                       where),
-          root);
+          root, grid_.size());
     }
     rollback(step, where);
     r.rollback_to = first_step_;

@@ -77,15 +77,21 @@ void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
   }
   int rank = 0;
   GRIDLM_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  throw CollectiveError(report, rank == 0);
+  throw CollectiveError(report, rank == 0, size, local_error);
 }
 
 void run_agreed(MPI_Comm comm, const std::function<void()>& body) {
   std::string error;
   try {
     body();
-  } catch (const CollectiveError&) {
-    throw;
+  } catch (const CollectiveError& e) {
+    // Every rank of `comm` throws one agreed over all of them. One agreed over fewer (a
+    // sub-communicator, or MPI_COMM_SELF around one rank's file) the others have not seen:
+    // they wait below, so it is agreed again here.
+    int size = 0;
+    GRIDLM_MPI_CHECK(MPI_Comm_size(comm, &size));
+    if (e.agreed_by() >= size) throw;
+    error = e.local().empty() ? e.what() : e.local();
   } catch (const Error& e) {
     error = e.what();
   }

@@ -14,7 +14,9 @@ namespace gridlm::parallel {
 // throws CollectiveError whose text groups identical messages by rank ("ranks 0-7: ...").
 void agree_on_errors(MPI_Comm comm, const std::string& local_error);
 
-// Runs `body` and agrees on whether it threw gridlm::Error on any rank.
+// Runs `body` and agrees on whether it threw gridlm::Error on any rank. A CollectiveError that
+// `body` threw is passed on as it is when all of `comm` agreed on it, and agreed again when it
+// came from fewer ranks (a sub-communicator's agreement).
 void run_agreed(MPI_Comm comm, const std::function<void()>& body);
 
 } // namespace gridlm::parallel

@@ -26,12 +26,18 @@ private:
 class CollectiveError : public Error {
 public:
   // reporter: whether this rank prints the report (rank 0 of the communicator that agreed,
-  // which need not hold world rank 0).
-  CollectiveError(const std::string& report, bool reporter) : Error(report), reporter_(reporter) {}
+  // which need not hold world rank 0); agreed_by: how many ranks throw it (the size of that
+  // communicator); local: this rank's own message ("" when another rank failed).
+  CollectiveError(const std::string& report, bool reporter, int agreed_by, std::string local = "")
+      : Error(report), reporter_(reporter), agreed_by_(agreed_by), local_(std::move(local)) {}
   bool reporter() const { return reporter_; }
+  int agreed_by() const { return agreed_by_; }
+  const std::string& local() const { return local_; }
 
 private:
   bool reporter_;
+  int agreed_by_;
+  std::string local_;
 };
 
 // "rank 3 of 8 on host n01, grid (dp 1, pp 0, tp 1)"; usable before MPI_Init and after

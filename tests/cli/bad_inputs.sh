@@ -42,6 +42,16 @@ head -c 3000 "$W/data.h5" >"$W/truncated_data.h5"
 printf 'step,loss\n1,4.2\n' >"$W/text.csv"
 : >"$W/empty.h5"
 mkdir -p "$W/ck_empty_latest" && : >"$W/ck_empty_latest/latest" # a save cut short by a crash
+# Weights files that training refuses: the first step's gradients, a NaN written over a
+# tensor (its checksum fails), a checksum table cut to its first line.
+"$G" train --config "$CFG" --set train.steps=1 --set output.dir="$W" \
+  --set output.gradients=grads.h5 >/dev/null || { echo "setup: gradients failed"; exit 1; }
+cp "$W/good.h5" "$W/nan.h5" && cp "$W/good.h5" "$W/cut_table.h5" && /usr/bin/python3 -c "
+import h5py
+h5py.File('$W/nan.h5', 'r+')['wte.weight'][0, 0] = float('nan')
+f = h5py.File('$W/cut_table.h5', 'r+')
+f.attrs['checksums'] = f.attrs['checksums'].splitlines()[0] + '\n'" ||
+  { echo "setup: damaging weights with h5py failed"; exit 1; }
 # A checkpoint of a run on remade.h5, which is then remade at the same path with fewer documents.
 "$G" prepare-data --synthetic --synthetic-documents 300 --vocab-size 128 -o "$W/remade.h5" \
   >/dev/null && "$G" train --config "$CFG" --set train.steps=2 --set model.vocab_size=128 \

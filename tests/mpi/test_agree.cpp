@@ -1,4 +1,5 @@
-// Agreement on failure: an error on any one rank reaches every rank as the same report.
+// Agreement on failure: an error on any one rank reaches every rank as the same report, also
+// when it was first agreed over fewer ranks (one rank's MPI_COMM_SELF inside a world agreement).
 #include <gtest/gtest.h>
 
 #include <mpi.h>
@@ -47,4 +48,24 @@ TEST(Agree, IdenticalMessagesAreGroupedByRankRanges) {
     expected = "ranks 0,2-" + std::to_string(size - 1) + ": same\nrank 1: other";
   }
   EXPECT_EQ(report, expected);
+}
+
+// Rank 0 alone opens a file under MPI_COMM_SELF (gridlm sample, checkpoint inspect): the error
+// agreed there must still reach the other ranks, which would otherwise wait for it forever.
+TEST(Agree, AnErrorAgreedByFewerRanksIsAgreedAgain) {
+  const int rank = test::world_rank(), size = test::world_size();
+  std::string report;
+  int reporters = 0;
+  try {
+    parallel::run_agreed(MPI_COMM_WORLD, [&] {
+      if (rank != 0) return;
+      parallel::run_agreed(MPI_COMM_SELF, [] { throw Error("cannot open 'x.h5'"); });
+    });
+  } catch (const CollectiveError& e) {
+    report = e.what();
+    reporters = e.reporter() ? 1 : 0;
+  }
+  EXPECT_EQ(report, "rank 0: cannot open 'x.h5'");
+  MPI_Allreduce(MPI_IN_PLACE, &reporters, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(reporters, 1) << "one report, from rank 0 of the world, among " << size;
 }

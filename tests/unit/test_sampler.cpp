@@ -1,10 +1,14 @@
-// Sampling and weights files: the draw honours temperature and top-k; a weights file written
+// Sampling and weights files: the draw honours temperature, top-k and the drawable ids (a
+// vocabulary padded past its tokenizer), generation stops at the stop id and refuses logits
+// that are not finite; a weights file written
 // from a model loads back bit for bit (and into the command line's Generator, which draws what
 // the model draws), and a file for another model is refused by name.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "engine/sampler.hpp"
@@ -33,13 +37,23 @@ TEST(Sampler, TemperatureZeroTakesTheMostLikelyAndTopKLimitsTheDraw) {
     EXPECT_EQ(engine::pick_token(logits, o, u), 1);
 }
 
-TEST(WeightsFile, RoundTripAndRefusals) {
+namespace {
+
+// Vocabulary 37 (padded to 40 rows in memory; a file holds 37), context 8, width 16.
+layers::ModelConfig small_model(int layers) {
   layers::ModelConfig m;
-  m.vocab_size = 37; // padded to 40 rows in memory; the file holds 37
+  m.vocab_size = 37;
   m.seq_len = 8;
-  m.n_layer = 2;
+  m.n_layer = layers;
   m.n_head = 2;
   m.d_model = 16;
+  return m;
+}
+
+} // namespace
+
+TEST(WeightsFile, RoundTripAndRefusals) {
+  layers::ModelConfig m = small_model(2);
   layers::GPT a(m, 1, 8);
   layers::init_parameters(a.params(), a.table(), 9);
   const std::string path = std::filesystem::temp_directory_path() /
@@ -85,4 +99,49 @@ TEST(WeightsFile, RoundTripAndRefusals) {
         << e.what();
   }
   std::filesystem::remove(path);
+}
+
+TEST(Sampler, OnlyDrawableIdsAreDrawn) {
+  const std::vector<float> logits{0.0f, 0.5f, 10.0f, 9.0f}; // 2 and 3: padding rows
+  engine::SampleOptions o;
+  o.drawable = 2;
+  o.temperature = 0.0;
+  EXPECT_EQ(engine::pick_token(logits, o, 0.5), 1);
+  o.temperature = 1.0;
+  o.top_k = 0;
+  for (double u : {0.0, 0.3, 0.7, 0.999999})
+    EXPECT_LT(engine::pick_token(logits, o, u), 2) << u;
+}
+
+// Greedy generation is deterministic: with a stop id it is the same tokens, cut after the stop
+// id's first draw. Weights gone NaN are an error, not a stream of id 0.
+TEST(Sampler, GenerationStopsAtTheStopIdAndRefusesNonFiniteLogits) {
+  layers::GPT gpt(small_model(1), 1, 8);
+  layers::init_parameters(gpt.params(), gpt.table(), 3);
+  engine::SampleOptions o;
+  o.tokens = 30;
+  o.temperature = 1.0;
+  o.top_k = 0;
+  o.drawable = 5;
+  for (std::int32_t id : engine::generate(gpt, {1, 2}, o))
+    EXPECT_LT(id, 5);
+  o.drawable = 0;
+  const std::vector<std::int32_t> all = engine::generate(gpt, {1, 2}, o);
+  ASSERT_EQ(all.size(), 30u);
+  o.stop_id = all[10];
+  const std::size_t first = std::size_t(std::find(all.begin(), all.end(), all[10]) - all.begin());
+  const std::vector<std::int32_t> cut = engine::generate(gpt, {1, 2}, o);
+  EXPECT_EQ(cut, std::vector<std::int32_t>(all.begin(), all.begin() + std::ptrdiff_t(first) + 1));
+
+  auto host = Kokkos::create_mirror_view(gpt.params());
+  Kokkos::deep_copy(host, gpt.params());
+  host(gpt.table().params[std::size_t(gpt.table().lnf_w)].offset) = std::nanf("");
+  Kokkos::deep_copy(gpt.params(), host);
+  try {
+    engine::generate(gpt, {1, 2}, o);
+    ADD_FAILURE() << "NaN weights sampled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("logits for token 1 are not finite"), std::string::npos)
+        << e.what();
+  }
 }
