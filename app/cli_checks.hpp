@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -15,8 +16,12 @@
 namespace gridlm::app {
 
 // Why `output` + ".partial" (the file a command writes before renaming it into place) cannot be
-// made, or "" when it can: made and removed again.
+// made, or "" when it can: made and removed again. An empty path or a directory cannot take the
+// rename at the end.
 inline std::string cannot_create_partial(const std::string& output) {
+  if (output.empty()) return "the output path is empty";
+  std::error_code ec;
+  if (std::filesystem::is_directory(output, ec)) return "'" + output + "' is a directory";
   const std::string probe = output + ".partial";
   std::FILE* f = std::fopen(probe.c_str(), "w");
   if (f == nullptr || std::fclose(f) != 0) return std::strerror(errno);

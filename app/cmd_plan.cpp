@@ -89,6 +89,7 @@ std::string plan_report(const PlanCommand& cmd, const engine::RunConfig& config,
                        100 * best.prediction.bubble, 1e3 * best.prediction.dp_exposed_seconds,
                        1e3 * best.prediction.optimizer_seconds);
   }
+  if (!r.caveat.empty()) out += "note: " + r.caveat + "\n";
   const int refused = r.considered - int(r.ranked.size());
   out += fmt::format("{} candidates considered, {} can run, {} refused", r.considered,
                      r.ranked.size(), refused);
@@ -136,7 +137,15 @@ void run_auto(PlanCommand cmd) {
     engine::PlanRequest req = engine::make_request(cmd.ranks, cmd.ranks_per_node, cmd.global_batch);
     req.pricing.recompute = cmd.recompute;
     req.max_micro_batch = cmd.max_micro_batch;
-    if (!cmd.layout.empty()) req.layout = parse_layout(cmd.layout);
+    if (!cmd.layout.empty()) {
+      req.layout = parse_layout(cmd.layout);
+      if (req.layout->size() != cmd.ranks) {
+        throw Error(fmt::format("--layout {} has {} ranks, not the {} of --ranks (or of this "
+                                "launch): give a layout of {} ranks, or --ranks {}",
+                                cmd.layout, req.layout->size(), cmd.ranks, cmd.ranks,
+                                req.layout->size()));
+      }
+    }
     const engine::PlanResult r = engine::plan_layouts(config, req, machine);
     report = plan_report(cmd, config, machine, r);
     if (rank == 0 && !cmd.json.empty()) {
@@ -230,7 +239,8 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("--costs", cmd->costs,
                   "Costs of forward, backward, weight gradient and transfer (a whole stage)")
       ->expected(4)
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative_number());
   sub->add_flag("--auto", cmd->automatic,
                 "Search every layout of --ranks ranks for --config and rank them by predicted "
                 "tokens/s (needs --profile or --machine)");

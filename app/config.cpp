@@ -216,7 +216,19 @@ std::string value_text(const ConfigField& f) {
         if constexpr (std::is_same_v<T, bool>) {
           return *p ? "true" : "false";
         } else if constexpr (std::is_same_v<T, std::string>) {
-          return "\"" + *p + "\"";
+          // A TOML basic string: quotes, backslashes and control characters escaped, so that
+          // the text a checkpoint stores parses back.
+          std::string text = "\"";
+          for (const char ch : *p) {
+            if (ch == '"' || ch == '\\') {
+              text += {'\\', ch};
+            } else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
+              text += fmt::format("\\u{:04x}", static_cast<unsigned char>(ch));
+            } else {
+              text += ch;
+            }
+          }
+          return text + "\"";
         } else {
           return fmt::format("{}", *p);
         }
@@ -304,7 +316,12 @@ void set_from_text(ConfigField& f, const std::string& text) {
           char* end = nullptr;
           errno = 0;
           const double v = std::strtod(text.c_str(), &end);
-          if (text.empty() || *end != '\0' || errno != 0) throw bad();
+          if (text.empty() || *end != '\0') throw bad();
+          // Too small for a normal double (1e-320) is still that number; too large is not.
+          if (errno == ERANGE && std::fabs(v) >= 1.0) {
+            throw Error(fmt::format("--set {}={}: out of the range of a number (about 1.8e308)",
+                                    f.dotted(), text));
+          }
           *p = v;
         } else {
           char* end = nullptr;
@@ -338,7 +355,22 @@ void load_config_file(RunConfig& config, const std::string& path) {
   for (const auto& [section_key, section_node] : root) {
     const std::string section(section_key.str());
     const toml::table* table = section_node.as_table();
-    if (table == nullptr || known_keys(fields, section).empty()) {
+    if (section_node.is_array_of_tables()) {
+      throw Error(fmt::format("{}: [[{}]] is an array of tables; write [{}], once", path, section,
+                              section));
+    }
+    if (table == nullptr) {
+      std::string home;
+      for (const ConfigField& f : fields) {
+        if (f.key == section) home = f.section;
+      }
+      throw Error(fmt::format("{}: key '{}' is outside any section; put it under its section{}",
+                              path, section,
+                              home.empty() ? " ([model], [train], [data], [parallel], [output] "
+                                             "or [checkpoint])"
+                                           : " [" + home + "]"));
+    }
+    if (known_keys(fields, section).empty()) {
       throw Error(fmt::format("{}: unknown section [{}]; sections are [model], [train], [data], "
                               "[parallel], [output], [checkpoint]",
                               path, section));

@@ -96,6 +96,7 @@ AutoLayout plan_auto_layout(const RunConfig& config, MPI_Comm world) {
         pc.profile, c.layout.str(), c.micro_batches, c.micro_batch, global,
         out.config.parallel.stage_layout, 1e3 * best->prediction.step_seconds,
         best->prediction.tokens_per_second, runnable);
+    if (!r.caveat.empty()) out.report += "; note: " + r.caveat;
   });
   return out;
 }

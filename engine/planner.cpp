@@ -122,12 +122,16 @@ bool pipelines_inside_nodes(const parallel::Layout& l, int ranks_per_node) {
   return true;
 }
 
+// In increasing order; pairs up to sqrt(n), not a pass over all of n (a global batch of 2e9).
 std::vector<int> divisors(int n) {
-  std::vector<int> d;
-  for (int i = 1; i <= n; ++i) {
-    if (n % i == 0) d.push_back(i);
+  std::vector<int> low, high;
+  for (int i = 1; i <= n / i; ++i) {
+    if (n % i != 0) continue;
+    low.push_back(i);
+    if (i != n / i) high.push_back(n / i);
   }
-  return d;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 void check_profiled_model(const Profile& machine, const layers::ModelConfig& m,
@@ -312,39 +316,6 @@ MemoryEstimate candidate_memory(const RunConfig& config, const Candidate& c,
   return planned_memory(with_candidate(config, c), c.layout, plan, machine, pricing);
 }
 
-} // namespace
-
-std::string Candidate::flags() const {
-  return fmt::format("--set parallel.dp={} --set parallel.pp={} --set parallel.tp={} "
-                     "--set train.micro_batch={} --set train.grad_accum={} --set "
-                     "parallel.schedule={} --set parallel.chunks={} --set parallel.zero={} --set "
-                     "parallel.stage_layout={}",
-                     layout.dp, layout.pp, layout.tp, micro_batch, micro_batches, schedule, chunks,
-                     zero, parallel::stage_blocks_text(stage_blocks));
-}
-
-std::string Candidate::str() const {
-  return fmt::format("{}, {}{}, {} x {}, zero {}", layout.str(), schedule,
-                     chunks > 1 ? fmt::format(" x{}", chunks) : "", micro_batch, micro_batches,
-                     zero);
-}
-
-RunConfig with_candidate(const RunConfig& config, const Candidate& c) {
-  RunConfig r = config;
-  r.parallel.dp = std::to_string(c.layout.dp);
-  r.parallel.pp = std::to_string(c.layout.pp);
-  r.parallel.tp = std::to_string(c.layout.tp);
-  r.parallel.schedule = c.schedule;
-  r.parallel.chunks = c.chunks;
-  r.parallel.zero = c.zero;
-  r.parallel.stage_layout = parallel::stage_blocks_text(c.stage_blocks);
-  r.train.micro_batch = c.micro_batch;
-  r.train.grad_accum = c.micro_batches;
-  return r;
-}
-
-namespace {
-
 // Stages asleep at the pipeline's end (they finished more than the yield window before it):
 // the tied copies' exchange and the first collective over the pipeline (log2 pp rounds) each
 // wait for one to wake.
@@ -502,11 +473,10 @@ Prediction price(const RunConfig& config, Candidate& c, const Profile& machine,
   return predict_with(config, c, machine, pricing, cache);
 }
 
-} // namespace
-
-PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
-                        const Profile& machine) {
-  if (request.ranks < 1) throw Error("--ranks must be at least 1");
+// The profile as the request's nodes see it (their size, their cores), checked against the
+// configuration; `caveat` says what it cannot price.
+Profile machine_for(const RunConfig& config, const PlanRequest& request, const Profile& machine,
+                    std::string& caveat) {
   Profile prof = machine;
   if (request.ranks_per_node > 0 && request.ranks_per_node != prof.ranks_per_node) {
     // Nodes of another size than the profile's: their cores are not known, a core per thread
@@ -524,7 +494,23 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
   // A machine file without a GEMM rate for this precision is the file's fault, not any layout's:
   // said once, before the search.
   if (prof.source == "machine") matmul_seconds(prof, config.train.precision, 1.0);
+  if (prof.source == "profile" && machine.ranks_per_node == 1 && prof.ranks_per_node > 1) {
+    caveat = fmt::format(
+        "the profile was measured with one rank per node, so the links inside a node that {} "
+        "ranks per node use are not measured and are priced as free; profile with {} ranks on "
+        "one node (mpiexec -n {} gridlm profile ...) to price them",
+        prof.ranks_per_node, prof.ranks_per_node, prof.ranks_per_node);
+  }
+  return prof;
+}
+
+} // namespace
+
+PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
+                        const Profile& machine) {
+  if (request.ranks < 1) throw Error("--ranks must be at least 1");
   PlanResult out;
+  const Profile prof = machine_for(config, request, machine, out.caveat);
   out.ranks_per_node = prof.ranks_per_node;
   out.global_batch = request.global_batch > 0
                          ? request.global_batch
@@ -555,6 +541,15 @@ PlanResult plan_layouts(const RunConfig& config, const PlanRequest& request,
       if (request.max_micro_batch > 0 && b > request.max_micro_batch) continue;
       c.micro_batch = b;
       c.micro_batches = out.global_batch / l.dp / b;
+      if (c.micro_batches > parallel::max_micro_batches) {
+        // Refused before any schedule is laid out: one of millions of micro-batches takes
+        // gigabytes to make.
+        ++out.considered;
+        refuse(c, fmt::format("{} micro-batches of {} per replica, more than the {} a step can "
+                              "take: a larger micro-batch",
+                              c.micro_batches, b, parallel::max_micro_batches));
+        continue;
+      }
       for (const auto& [schedule, chunks] : schedule_choices(l.pp, config.model.n_layer)) {
         c.schedule = schedule, c.chunks = chunks;
         for (c.zero = 0; c.zero <= (l.dp > 1 ? 1 : 0); ++c.zero) {

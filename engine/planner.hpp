@@ -94,6 +94,9 @@ struct PlanResult {
   std::vector<Ranked> ranked;   // best first
   std::vector<Refusal> refused; // most common reason first
   int considered = 0;
+  // What the prices leave out, in words ("" when nothing): a profile measured with one rank per
+  // node knows no link inside a node, and prices it as free for nodes of more ranks.
+  std::string caveat;
 };
 
 // The global batch a configuration asks for on `ranks` ranks: micro_batch x grad_accum x the dp

@@ -51,6 +51,10 @@ public:
   int integer(const std::string& key, int min) const {
     const json& v = at(key);
     if (!v.is_number_integer()) fail(key, "is not an integer");
+    if (v.is_number_unsigned() && v.get<unsigned long long>() > (1u << 30)) {
+      fail(key,
+           fmt::format("= {} must be from {} to {}", v.get<unsigned long long>(), min, 1 << 30));
+    }
     const long long x = v.get<long long>();
     if (x < min || x > 1 << 30) {
       fail(key, fmt::format("= {} must be from {} to {}", x, min, 1 << 30));
@@ -109,9 +113,16 @@ std::string read_choice(const Reader& r, const std::string& key, const std::stri
   return value;
 }
 
-OpTimes read_op(const Reader& r) {
-  return OpTimes{r.number("forward_s", 0), r.number("backward_s", 0),
-                 r.number("backward_input_s", 0), r.number("backward_weight_s", 0)};
+// `costs`: a block's forward and backward, which take time on every machine (0 in a file would
+// price a layout at no time at all). No op takes a day: past that a file is broken.
+OpTimes read_op(const Reader& r, bool costs) {
+  auto seconds = [&](const char* key, bool above_zero) {
+    const double s = r.number(key, 0, !above_zero);
+    if (s > 86400) r.fail(key, fmt::format("= {} s is more than a day", s));
+    return s;
+  };
+  return OpTimes{seconds("forward_s", costs), seconds("backward_s", costs),
+                 seconds("backward_input_s", false), seconds("backward_weight_s", false)};
 }
 
 json model_json(const layers::ModelConfig& m) {
@@ -347,8 +358,8 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
   if (!r.at("ops").is_array() || r.at("ops").empty()) r.fail("ops", "is not a non-empty list");
   for (std::size_t i = 0; i < r.at("ops").size(); ++i) {
     const Reader e = r.element("ops", i);
-    OpEntry op{e.integer("tp", 1), e.integer("micro_batch", 1), read_op(e.child("block")),
-               read_op(e.child("embedding")), read_op(e.child("head"))};
+    OpEntry op{e.integer("tp", 1), e.integer("micro_batch", 1), read_op(e.child("block"), true),
+               read_op(e.child("embedding"), false), read_op(e.child("head"), false)};
     for (const OpEntry& o : p.ops) {
       if (o.tp == op.tp && o.micro_batch == op.micro_batch) {
         e.fail("", fmt::format("repeats tp {} and micro_batch {}", op.tp, op.micro_batch));
@@ -384,6 +395,12 @@ std::vector<OpEntry> median_over_passes(const std::vector<std::vector<OpEntry>>&
 }
 
 Profile read_profile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(fmt::format("cannot read the profile '{}': it is a directory; give a file "
+                            "written by gridlm profile, or a machine file",
+                            path));
+  }
   std::ifstream in(path);
   if (!in) {
     throw Error(fmt::format("cannot read the profile '{}': {}; give a file written by gridlm "
@@ -397,17 +414,22 @@ Profile read_profile(const std::string& path) {
 
 void write_profile(const std::string& path, const Profile& p) {
   const std::string tmp = path + ".partial";
+  std::error_code ec;
   {
     std::ofstream out(tmp);
     out << profile_to_json(p);
     out.close();
-    if (!out) throw Error(fmt::format("cannot write the profile '{}'; give a writable path", tmp));
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      throw Error(fmt::format("cannot write the profile '{}'; give a writable path", tmp));
+    }
   }
-  std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
-    throw Error(fmt::format("cannot rename '{}' to '{}': {}; give a writable path", tmp, path,
-                            ec.message()));
+    const std::string why = ec.message();
+    std::filesystem::remove(tmp, ec); // not left beside the file it was to replace
+    throw Error(
+        fmt::format("cannot rename '{}' to '{}': {}; give a writable path", tmp, path, why));
   }
 }
 

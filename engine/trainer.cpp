@@ -453,6 +453,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
   TrainResult result;
   result.steps_done = run.first_step();
   std::vector<double> rates;
+  double first_rate = 0.0;
   for (int step = run.first_step(); step < config.train.steps; ++step) {
     parallel::flight::set_step(step);
     parallel::fault::hang_if_asked(step);
@@ -468,7 +469,9 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     result.dp_buckets = r.dp_buckets;
     result.dp_buckets_overlapped += r.dp_buckets_overlapped;
     if (std::isfinite(r.val_loss)) result.val_losses.emplace_back(step, r.val_loss);
+    // The first step (allocation, warm-up) is left out of the median, unless it is the only one.
     if (step > run.first_step()) rates.push_back(r.tokens_per_s);
+    if (step == run.first_step()) first_rate = r.tokens_per_s;
     result.steps_done = step + 1;
     if (r.stop) {
       result.stopped = r.stop_reason;
@@ -480,7 +483,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     result.first_loss = result.losses.front();
     result.last_loss = result.losses.back();
   }
-  result.tokens_per_s = median(rates);
+  result.tokens_per_s = rates.empty() ? first_rate : median(rates);
   // Stopped early with a checkpoint: it holds the weights; without one, the weights file does.
   end_job_on_local_error(
       [&] { run.finish(result.stopped.empty() || result.checkpoint.empty(), result.steps_done); });

@@ -400,6 +400,42 @@ TEST(Planner, MemoryRefusesWhatDoesNotFit) {
   EXPECT_NE(r.refused.front().reason.find("does not fit in memory"), std::string::npos);
 }
 
+// A global batch of a million sequences at micro-batch 1 would lay out a schedule of a million
+// micro-batches per candidate (gigabytes at 2e9) before refusing it: refused before, by count.
+TEST(Planner, TooManyMicroBatchesAreRefusedBeforeTheirScheduleIsMade) {
+  RunConfig c = small_config();
+  PlanRequest req = make_request(1, 0, 1 << 20);
+  req.max_micro_batch = 1;
+  const PlanResult r = plan_layouts(c, req, hand_profile(c));
+  EXPECT_TRUE(r.ranked.empty());
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_NE(r.refused.front().reason.find("1048576 micro-batches of 1 per replica, more than the "
+                                          "4096 a step can take"),
+            std::string::npos)
+      << r.refused.front().reason;
+  req.global_batch = 4096; // at the limit: priced (or refused for another reason)
+  for (const Refusal& f : plan_layouts(c, req, hand_profile(c)).refused)
+    EXPECT_EQ(f.reason.find("a step can take"), std::string::npos) << f.reason;
+}
+
+// With one rank per node nothing inside a node was measured: a plan for fuller nodes says its
+// links there are priced as free (gpu_check.sh plans an 8-GPU node from one GPU's profile).
+TEST(Planner, AOneRankPerNodeProfileSaysItsNodeLinksAreUnmeasured) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  p.ranks = 1;
+  p.ranks_per_node = 1;
+  p.inter = p.intra;
+  EXPECT_EQ(plan_layouts(c, make_request(2, 0, 8), p).caveat, "") << "one rank a node, as timed";
+  const std::string caveat = plan_layouts(c, make_request(2, 2, 8), p).caveat;
+  EXPECT_NE(caveat.find("measured with one rank per node, so the links inside a node that 2 "
+                        "ranks per node use are not measured and are priced as free"),
+            std::string::npos)
+      << caveat;
+  p.ranks_per_node = 2;
+  EXPECT_EQ(plan_layouts(c, make_request(4, 4, 8), p).caveat, "") << "a node link was timed";
+}
+
 // A pipeline's transfer buffers: MPI posts a step's receives up front, NCCL (a profile timed on
 // it, unless the run asks for MPI) in per-op groups where they are proven deadlock-free; many
 // micro-batches fit only then.

@@ -225,6 +225,22 @@ TEST(Profile, BadFieldsAreNamed) {
               j["model"]["tied_embeddings"] = 1;
             }).find("field 'model.tied_embeddings' is not true or false"),
             std::string::npos);
+  // A block that takes no time prices every layout at none; one that takes a day is a broken
+  // file (1e308 s priced layouts at inf). The embedding may be free (it is a lookup).
+  EXPECT_NE(with([](auto& j) {
+              j["ops"][0]["block"]["backward_s"] = 0;
+            }).find("field 'ops[0].block.backward_s' = 0 must be above 0"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& j) {
+              j["ops"][0]["block"]["forward_s"] = 1e308;
+            }).find("field 'ops[0].block.forward_s' = 1e+308 s is more than a day"),
+            std::string::npos);
+  EXPECT_EQ(with([](auto& j) { j["ops"][0]["embedding"]["backward_s"] = 0; }), "");
+  // An integer past int64 (2^64 - 1) was read as -1.
+  EXPECT_NE(with([](auto& j) {
+              j["ranks_per_node"] = 18446744073709551615ull;
+            }).find("field 'ranks_per_node' = 18446744073709551615 must be from 1 to"),
+            std::string::npos);
 }
 
 TEST(Profile, MissingFileIsNamed) {
@@ -234,6 +250,13 @@ TEST(Profile, MissingFileIsNamed) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'/nonexistent/profile.json': no such file"),
               std::string::npos);
+  }
+  try {
+    read_profile("/tmp");
+    FAIL() << "a directory read as a profile";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'/tmp': it is a directory"), std::string::npos)
+        << e.what();
   }
 }
 
