@@ -23,6 +23,17 @@ JobControl::JobControl(const RunConfig& config, const parallel::Grid& grid,
     if (const std::optional<JobDeadline> d = read_job_deadline()) {
       deadline_ = parallel::steady_seconds() + d->seconds_left;
       source_ = d->source;
+      // Within the margin from the start, the run would save and stop after its first step, be
+      // requeued with as little time, and do that again, one step per job.
+      if (d->seconds_left <= margin()) {
+        throw Error(fmt::format(
+            "the job ends in {:.0f} s (from {}), within the exit margin of {:.0f} s{}: the run "
+            "would save and stop after one step, and a requeued job would do the same; give "
+            "the job more time (sbatch --time){}",
+            d->seconds_left, source_, margin(),
+            margin_minutes_ >= 0.0 ? " (train.exit_margin_minutes)" : " (measured)",
+            margin_minutes_ >= 0.0 ? ", or a smaller train.exit_margin_minutes" : ""));
+      }
     }
   });
 }

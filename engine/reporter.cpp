@@ -112,7 +112,8 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
 nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double mfu) const {
   const parallel::Layout& layout = grid_.layout();
   const bool validated = std::isfinite(r.val_loss);
-  nlohmann::json j{{"step", r.step},
+  // Steps are counted from 1, as the log, train.skip_steps and checkpoint names count them.
+  nlohmann::json j{{"step", r.step + 1},
                    {"loss", r.loss},
                    {"grad_norm", r.grad_norm},
                    {"lr", r.lr},
@@ -139,7 +140,10 @@ nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double
     j["action"] = r.action;
     j["samples"] = {r.samples.first, r.samples.second};
   }
-  if (r.rolled_back_from >= 0) j["rolled_back_from"] = r.rolled_back_from;
+  if (r.rolled_back_from >= 0) {
+    j["rolled_back_from"] = r.rolled_back_from + 1;
+    j["rolled_back_for"] = r.rolled_back_for;
+  }
   if (!r.checkpoint_error.empty()) j["checkpoint_error"] = r.checkpoint_error;
   if (!r.checkpoint_path.empty()) {
     j["checkpoint_s"] = r.checkpoint_seconds;
@@ -155,18 +159,23 @@ nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double
 }
 
 double Reporter::step(const StepRecord& r) {
-  const double rate = tokens_per_step_ / r.seconds;
+  // A step train.skip_steps dropped read its batches and computed nothing: no rate.
+  const bool dropped = r.action == "skip_steps";
+  const double rate = dropped ? 0.0 : tokens_per_step_ / r.seconds;
   if (grid_.rank() != 0) return rate;
   const auto& tc = config_.train;
   const parallel::Layout& layout = grid_.layout();
-  const double mfu = flops_per_step_ / r.seconds / (tc.peak_gflops * 1e9 * grid_.size());
+  const double mfu =
+      dropped ? 0.0 : flops_per_step_ / r.seconds / (tc.peak_gflops * 1e9 * grid_.size());
   const bool validated = std::isfinite(r.val_loss);
   if (validated) {
     std::printf("step %5d/%d | validation loss %.4f (%d x %d sequences)\n", r.step + 1, tc.steps,
                 r.val_loss, tc.eval_batches * layout.dp, tc.micro_batch);
   }
   if (metrics_.is_open()) {
-    metrics_ << metrics_record(r, rate, mfu).dump() << "\n";
+    nlohmann::json j = metrics_record(r, rate, mfu);
+    if (dropped) j["tokens_per_s"] = j["mfu"] = nullptr;
+    metrics_ << j.dump() << "\n";
     metrics_.flush();
   }
   if (!r.event.empty()) std::printf("step %5d/%d | %s\n", r.step + 1, tc.steps, r.event.c_str());
@@ -178,7 +187,7 @@ double Reporter::step(const StepRecord& r) {
                 double(r.checkpoint_bytes) / (1 << 20) / std::max(r.checkpoint_seconds, 1e-9),
                 double(r.checkpoint_direct) / (1 << 20), double(r.checkpoint_staging) / (1 << 20));
   }
-  if (r.step % tc.log_every == 0 || r.step == tc.steps - 1) {
+  if (!dropped && (r.step % tc.log_every == 0 || r.step == tc.steps - 1)) {
     std::string comm = layout.tp > 1 || layout.pp > 1
                            ? fmt::format(" | comm wait {:.1f} ms", r.comm_seconds * 1e3)
                            : std::string();
@@ -199,24 +208,25 @@ double Reporter::step(const StepRecord& r) {
   return rate;
 }
 
-void Reporter::rolled_back(const std::string& why, const std::string& path, int step,
+void Reporter::rolled_back(int bad_step, const std::string& why, const std::string& path, int steps,
                            std::uint64_t samples_seen) {
   if (grid_.rank() != 0) return;
-  std::printf("%s: rolled back to %s (train.on_nonfinite = rollback); steps from %d go on with "
-              "the samples from %llu\n",
-              why.c_str(), path.c_str(), step + 1, static_cast<unsigned long long>(samples_seen));
+  std::printf("step %5d/%d | %s: rolled back to %s (train.on_nonfinite = rollback); steps from "
+              "%d go on with the samples from %llu\n",
+              bad_step + 1, config_.train.steps, why.c_str(), path.c_str(), steps + 1,
+              static_cast<unsigned long long>(samples_seen));
   std::fflush(stdout);
-  if (metrics_.is_open()) keep_metrics_before(step);
+  if (metrics_.is_open()) keep_metrics_until(steps);
 }
 
-void Reporter::keep_metrics_before(int step) {
+void Reporter::keep_metrics_until(int steps) {
   metrics_.close();
   std::vector<std::string> kept;
   {
     std::ifstream in(plan_.metrics_path);
     for (std::string line; std::getline(in, line);) {
       const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.contains("step") && j["step"].get<int>() < step)
+      if (!j.is_discarded() && j.contains("step") && j["step"].get<int>() <= steps)
         kept.push_back(line);
     }
   }
@@ -230,7 +240,7 @@ void Reporter::resumed(const std::string& path, const CheckpointMeta& meta, doub
   if (grid_.rank() != 0) return;
   // A run resumed from a checkpoint older than its last logged step (after a crash) runs those
   // steps again: their earlier lines go, so that metrics.jsonl has each step once.
-  if (metrics_.is_open()) keep_metrics_before(meta.step);
+  if (metrics_.is_open()) keep_metrics_until(meta.step);
   std::printf("resumed from %s: %d steps done, %llu samples seen (written by %s); read in %.3f s\n",
               path.c_str(), meta.step, static_cast<unsigned long long>(meta.samples_seen),
               meta.layout.c_str(), seconds);

@@ -53,8 +53,9 @@ struct StepRecord {
   std::string event;                    // the log's line of it ("" for none)
   std::pair<std::uint64_t, std::uint64_t> samples{0, 0}; // a bad or dropped step's: first, last
   int bad_steps = 0;                                     // bad steps answered so far in this run
-  int rollback_to = -1;      // rolled back: the step the run goes on from
-  int rolled_back_from = -1; // the first step after a rollback: the step it left
+  int rollback_to = -1;        // rolled back: the step the run goes on from
+  int rolled_back_from = -1;   // the first step after a rollback: the step it left
+  std::string rolled_back_for; // and what was wrong with that step, with its samples
 };
 
 class Reporter {
@@ -73,8 +74,9 @@ public:
   // "resumed from PATH at step N" (rank 0); drops the metrics lines of the steps after it.
   void resumed(const std::string& path, const CheckpointMeta& meta, double seconds);
   // A rollback (train.on_nonfinite): the line of it (rank 0); drops the metrics lines of the
-  // steps from `step` on, which are run again.
-  void rolled_back(const std::string& why, const std::string& path, int step,
+  // steps after `steps`, which are run again. `bad_step` (from 0) was `why`; the run went back
+  // to `path`, `steps` done, and goes on with the samples from `samples_seen`.
+  void rolled_back(int bad_step, const std::string& why, const std::string& path, int steps,
                    std::uint64_t samples_seen);
   // "name: path" once a file is written (rank 0).
   void wrote(const char* what, const std::string& path) const;
@@ -85,7 +87,7 @@ private:
   // The step's line of metrics.jsonl.
   nlohmann::json metrics_record(const StepRecord& r, double rate, double mfu) const;
   // Rank 0: rewrites the metrics file with its lines of the steps before `step` only.
-  void keep_metrics_before(int step);
+  void keep_metrics_until(int steps); // the lines of steps 1 to `steps`
 
   const RunConfig& config_;
   const RunPlan& plan_;

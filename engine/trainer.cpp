@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <utility>
@@ -61,10 +62,11 @@ public:
         job_(config, grid, layers::make_param_table(config.model).total * 3 * sizeof(float)),
         guard_(config.train, grid),
         skip_steps_(parse_step_list(config.train.skip_steps, "train.skip_steps")) {
-    start(dry);
+    // The report's header first, then where the run starts (a resumed checkpoint, its data).
     report_.startup(model_, *data_.train, optimizer_.state_bytes(), grad_sync_.buffer_bytes());
     report_.note(job_.describe());
     report_.note(validation_shortfall(data_, config, grid));
+    start(dry);
     if (dry) return;
     if (plan_.reference_dump) {
       dump_ = std::make_unique<ReferenceDump>(config, plan_.optim, *model_.chunks()[0]);
@@ -105,6 +107,7 @@ public:
     }
     if (r.rollback_to >= 0) return r;
     r.rolled_back_from = std::exchange(rolled_back_from_, -1);
+    r.rolled_back_for = std::exchange(rolled_back_for_, "");
     r.bad_steps = bad_steps_;
     r.seconds = parallel::steady_seconds() - begin;
     r.comm_seconds = pipeline.comm_seconds() - comm_before;
@@ -267,13 +270,14 @@ private:
                       where),
           root, grid_.size());
     }
-    rollback(step, where);
+    rollback(step, fmt::format("{}, on samples {} to {}", what, r.samples.first, r.samples.second));
     r.rollback_to = first_step_;
   }
 
   // Back to the newest checkpoint this run saved or started from, with the data cursor past
   // the samples of `step`, so that they are not met again.
-  void rollback(int step, const std::string& where) {
+  // `why`: what was wrong with the step, and its samples.
+  void rollback(int step, const std::string& why) {
     const std::uint64_t past = samples_before(step + 1);
     grad_sync_.wait_params();
     feed_->stop();
@@ -283,7 +287,8 @@ private:
     first_samples_ = past;
     feed_->restart(first_step_, past);
     rolled_back_from_ = step;
-    report_.rolled_back(where, last_checkpoint_, meta_.step, past);
+    rolled_back_for_ = why;
+    report_.rolled_back(step, why, last_checkpoint_, meta_.step, past);
   }
 
   // A resumed run goes on through the same samples in the same order; new data is a new run.
@@ -429,6 +434,7 @@ private:
   std::string last_checkpoint_;     // the newest checkpoint saved or resumed from ("" for none)
   int bad_steps_ = 0;               // steps train.on_nonfinite answered
   int rolled_back_from_ = -1;       // the step the last rollback left, for the next report
+  std::string rolled_back_for_;     // and why, with its samples
 };
 
 } // namespace
@@ -452,7 +458,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
   Run run(config, grid, config_text);
   TrainResult result;
   result.steps_done = run.first_step();
-  std::vector<double> rates;
+  std::map<int, double> rates; // by step: a rollback drops the steps it runs again
   double first_rate = 0.0;
   for (int step = run.first_step(); step < config.train.steps; ++step) {
     parallel::flight::set_step(step);
@@ -461,6 +467,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     // run's open files (see end_job_on_local_error).
     const StepRecord r = end_job_on_local_error([&] { return run.step(step); });
     if (r.rollback_to >= 0) {
+      rates.erase(rates.lower_bound(r.rollback_to), rates.end());
       step = r.rollback_to - 1; // the loop's ++ makes it the checkpoint's step
       continue;
     }
@@ -469,9 +476,11 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     result.dp_buckets = r.dp_buckets;
     result.dp_buckets_overlapped += r.dp_buckets_overlapped;
     if (std::isfinite(r.val_loss)) result.val_losses.emplace_back(step, r.val_loss);
-    // The first step (allocation, warm-up) is left out of the median, unless it is the only one.
-    if (step > run.first_step()) rates.push_back(r.tokens_per_s);
-    if (step == run.first_step()) first_rate = r.tokens_per_s;
+    // The first step (allocation, warm-up) is left out of the median, unless it is the only
+    // one; a step train.skip_steps dropped computed nothing.
+    const bool dropped = r.action == "skip_steps";
+    if (step > run.first_step() && !dropped) rates[step] = r.tokens_per_s;
+    if (step == run.first_step() && !dropped) first_rate = r.tokens_per_s;
     result.steps_done = step + 1;
     if (r.stop) {
       result.stopped = r.stop_reason;
@@ -479,11 +488,17 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
       break;
     }
   }
-  if (!result.losses.empty()) {
-    result.first_loss = result.losses.front();
-    result.last_loss = result.losses.back();
+  // The first and last losses a step computed (a dropped step's is NaN).
+  bool seen = false;
+  for (const double loss : result.losses) {
+    if (!std::isfinite(loss)) continue;
+    if (!std::exchange(seen, true)) result.first_loss = loss;
+    result.last_loss = loss;
   }
-  result.tokens_per_s = rates.empty() ? first_rate : median(rates);
+  std::vector<double> kept;
+  for (const auto& entry : rates)
+    kept.push_back(entry.second);
+  result.tokens_per_s = kept.empty() ? first_rate : median(kept);
   // Stopped early with a checkpoint: it holds the weights; without one, the weights file does.
   end_job_on_local_error(
       [&] { run.finish(result.stopped.empty() || result.checkpoint.empty(), result.steps_done); });

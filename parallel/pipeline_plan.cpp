@@ -36,7 +36,9 @@ PipelinePlan plan_pipeline(const Schedule& train, int eval_micro_batches, Transf
   plan.boundary_buffers = std::max(held_boundary_buffers(plan.train, plan.grouped),
                                    held_boundary_buffers(plan.eval, plan.grouped));
   plan.split_backward = train.kind == ScheduleKind::zb_h1;
-  plan.uniform = simulate(plan.train, OpCosts{});
+  // F, B and W of one unit each: a fused B costs 2, and zb-h1's W fills its bubble as it does
+  // in gridlm plan and docs/performance.md's formula column. Slots depend on the ops' order alone.
+  plan.uniform = simulate(plan.train, OpCosts{1.0, 1.0, 1.0, 0.0});
   for (int s = 0; s < train.stages; ++s)
     plan.slots.push_back(std::max(1, plan.uniform.peak_in_flight[std::size_t(s)]));
   return plan;

@@ -28,7 +28,7 @@ struct PipelinePlan {
   bool split_backward = false; // B and W run apart (zb-h1)
   std::vector<int> slots;      // per stage: activation slots, the most micro-batches in flight
   int boundary_buffers = 0;    // the most transfer buffers a stage holds (train or eval)
-  Timeline uniform;            // the training schedule simulated with uniform op costs
+  Timeline uniform;            // the training schedule simulated with F = B = W = 1
 };
 
 // Throws gridlm::Error (the same on every rank) for more than max_micro_batches micro-batches

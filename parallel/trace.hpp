@@ -22,10 +22,14 @@ double steady_seconds();
 class TraceRecorder {
 public:
   // Collective over grid (a barrier sets the common time origin). Records nothing when
-  // `steps` is 0; otherwise the first `steps` training steps.
+  // `steps` is 0; otherwise the first `steps` training steps of this run (a resumed run's from
+  // the step it resumed at).
   TraceRecorder(const Grid& grid, int steps);
-  bool on() const { return step_ >= 0 && step_ < steps_; }
-  void set_step(int step) { step_ = step; }
+  bool on() const { return step_ >= 0 && step_ - first_ < steps_; }
+  void set_step(int step) {
+    if (first_ < 0) first_ = step;
+    step_ = step;
+  }
 
   // An interval of this rank's time (steady_seconds()); micro and chunk -1 when not an op's.
   void add(TraceKind kind, double start, double end, int micro = -1, int chunk = -1);
@@ -36,7 +40,7 @@ public:
 
 private:
   const Grid& grid_;
-  int steps_ = 0, step_ = -1;
+  int steps_ = 0, step_ = -1, first_ = -1; // first_: the run's first step
   double origin_ = 0.0;
   std::vector<double> events_; // kind, step, micro, chunk, start, end per event
 };

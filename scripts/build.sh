@@ -47,7 +47,8 @@ case $flavour in
   *) echo "build.sh: unknown flavour '$flavour'; use cpu, cuda, fuzz or sanitize" >&2; exit 2 ;;
 esac
 
-if [[ ! -f $dir/CMakeCache.txt ]]; then
+# Configured once; again when CMake arguments are given (they would be ignored otherwise).
+if [[ ! -f $dir/CMakeCache.txt || $# -gt 0 ]]; then
   cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DGRIDLM_WARNINGS_AS_ERRORS=ON "${flags[@]}" "$@" >"$dir.configure.log" 2>&1 || {
     cat "$dir.configure.log" >&2

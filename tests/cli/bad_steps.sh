@@ -22,6 +22,9 @@ run() { # DIR FAULT ARGS...: a run's output, then its status
   echo "$dir: exit status $?"
 }
 metrics_steps() { /usr/bin/python3 -c "import json; print(*[json.loads(l)['step'] for l in open('$1')])"; }
+metrics_of() { # FILE EXPRESSION: the expression over rows, metrics.jsonl's records
+  /usr/bin/python3 -c "import json; rows = [json.loads(l) for l in open('$1')]; print($2)"
+}
 same_weights() { /usr/bin/python3 "$(dirname "$0")/same_weights.py" "$1" "$2"; }
 case $mode in
   stop)
@@ -33,11 +36,16 @@ case $mode in
     run skipped "nan_grad:$rank:3" --set train.on_nonfinite=skip --set output.weights=model.h5 "$@" 2>&1
     run reference "" --set train.skip_steps=3 --set output.weights=model.h5 "$@" 2>&1
     same_weights "$work/skipped/model.h5" "$work/reference/model.h5"
+    # The dropped step computed nothing: no tokens/s of it in metrics.jsonl (it was millions).
+    echo "dropped step 3: $(metrics_of "$work/reference/metrics.jsonl" \
+      "[(j['tokens_per_s'], j['mfu']) for j in rows if j['step'] == 3]")"
     ;;
   rollback)
     run rolled "nan_grad:$rank:5" --set train.on_nonfinite=rollback --set checkpoint.dir=ck \
       --set checkpoint.every=2 --set output.weights=model.h5 "$@" 2>&1
     echo "metrics steps: $(metrics_steps "$work/rolled/metrics.jsonl") END"
+    echo "rolled back: $(metrics_of "$work/rolled/metrics.jsonl" \
+      "[(j['rolled_back_from'], j['rolled_back_for']) for j in rows if 'rolled_back_from' in j]")"
     ;;
   spike)
     run spike "loss_spike:$rank:15" --set train.on_nonfinite=skip --set train.spike_threshold=6 "$@" 2>&1

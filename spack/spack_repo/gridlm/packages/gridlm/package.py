@@ -45,6 +45,9 @@ class Gridlm(CMakePackage, CudaPackage):
     depends_on("hdf5+mpi")
     depends_on("kokkos@3.4:")
     depends_on("kokkos-kernels@3.4:")
+    # gridlm links no BLAS itself: its CPU GEMMs reach one only through Kokkos Kernels' BLAS TPL
+    # (off by default in its recipe; without it they run Kokkos Kernels' own, slower kernel).
+    depends_on("kokkos-kernels+blas", when="~cuda")
     depends_on("blas")
     depends_on("cli11@2:")
     depends_on("tomlplusplus@3:")
