@@ -360,15 +360,15 @@ void load_config_file(RunConfig& config, const std::string& path) {
                               section));
     }
     if (table == nullptr) {
-      std::string home;
+      std::string homes; // every section with a key of that name (seed: [train] and [data])
       for (const ConfigField& f : fields) {
-        if (f.key == section) home = f.section;
+        if (f.key == section) homes += (homes.empty() ? " [" : " or [") + f.section + "]";
       }
       throw Error(fmt::format("{}: key '{}' is outside any section; put it under its section{}",
                               path, section,
-                              home.empty() ? " ([model], [train], [data], [parallel], [output] "
-                                             "or [checkpoint])"
-                                           : " [" + home + "]"));
+                              homes.empty() ? " ([model], [train], [data], [parallel], [output] "
+                                              "or [checkpoint])"
+                                            : homes));
     }
     if (known_keys(fields, section).empty()) {
       throw Error(fmt::format("{}: unknown section [{}]; sections are [model], [train], [data], "

@@ -23,14 +23,15 @@ JobControl::JobControl(const RunConfig& config, const parallel::Grid& grid,
     if (const std::optional<JobDeadline> d = read_job_deadline()) {
       deadline_ = parallel::steady_seconds() + d->seconds_left;
       source_ = d->source;
-      // Within the margin from the start, the run would save and stop after its first step, be
-      // requeued with as little time, and do that again, one step per job.
-      if (d->seconds_left <= margin()) {
+      // A time limit within the margin: every job of the run, requeued ones too, would save
+      // and stop after its first step, one step per job. (Time left within it at the start,
+      // after a slow start, is one short job; the next has the whole limit.)
+      if (d->limit_seconds > 0.0 && d->limit_seconds <= margin()) {
         throw Error(fmt::format(
-            "the job ends in {:.0f} s (from {}), within the exit margin of {:.0f} s{}: the run "
-            "would save and stop after one step, and a requeued job would do the same; give "
-            "the job more time (sbatch --time){}",
-            d->seconds_left, source_, margin(),
+            "the job's time limit of {:.0f} s is within the exit margin of {:.0f} s{}: every "
+            "job of this run, requeued ones too, would save and stop after one step; give the "
+            "job more time (sbatch --time){}",
+            d->limit_seconds, margin(),
             margin_minutes_ >= 0.0 ? " (train.exit_margin_minutes)" : " (measured)",
             margin_minutes_ >= 0.0 ? ", or a smaller train.exit_margin_minutes" : ""));
       }

@@ -81,15 +81,21 @@ std::optional<JobDeadline> read_job_deadline() {
   if (job == nullptr || *job == '\0') return std::nullopt;
   if (const char* end = std::getenv("SLURM_JOB_END_TIME"); end != nullptr && all_digits(end)) {
     const double left = std::atof(end) - double(std::time(nullptr));
-    return JobDeadline{left, "SLURM_JOB_END_TIME"};
+    const char* start = std::getenv("SLURM_JOB_START_TIME");
+    const double limit =
+        start != nullptr && all_digits(start) ? std::atof(end) - std::atof(start) : 0.0;
+    return JobDeadline{left, "SLURM_JOB_END_TIME", limit};
   }
   if (!all_digits(job)) return std::nullopt;
-  const std::optional<std::string> left =
-      first_line_of(fmt::format("squeue -h -j {} -o %L 2>/dev/null", job));
-  if (!left) return std::nullopt; // no squeue here: the signals still stop the run
-  const std::optional<double> seconds = parse_slurm_duration(*left);
+  const std::optional<std::string> line =
+      first_line_of(fmt::format("squeue -h -j {} -o \"%L %l\" 2>/dev/null", job));
+  if (!line) return std::nullopt; // no squeue here: the signals still stop the run
+  const std::size_t space = line->find(' ');
+  const std::optional<double> seconds = parse_slurm_duration(line->substr(0, space));
   if (!seconds) return std::nullopt;
-  return JobDeadline{*seconds, fmt::format("squeue -j {} -o %L", job)};
+  std::optional<double> limit;
+  if (space != std::string::npos) limit = parse_slurm_duration(line->substr(space + 1));
+  return JobDeadline{*seconds, fmt::format("squeue -j {} -o %L", job), limit.value_or(0.0)};
 }
 
 } // namespace gridlm::engine

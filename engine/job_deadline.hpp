@@ -1,7 +1,8 @@
 // engine/job_deadline: when the batch job this process runs in will be ended by its time limit,
 // learnt from the allocation rather than from the user: Slurm's SLURM_JOB_END_TIME (Unix time,
-// in the job's environment where the Slurm release sets it) when present, else `squeue -h -j
-// $SLURM_JOB_ID -o %L` (the time left). Nothing outside a Slurm job (no SLURM_JOB_ID), or for a
+// in the job's environment where the Slurm release sets it; with SLURM_JOB_START_TIME, the
+// limit) when present, else `squeue -h -j $SLURM_JOB_ID -o "%L %l"` (the time left and the
+// limit). Nothing outside a Slurm job (no SLURM_JOB_ID), or for a
 // job without a time limit.
 #pragma once
 
@@ -11,8 +12,9 @@
 namespace gridlm::engine {
 
 struct JobDeadline {
-  double seconds_left = 0.0; // from the moment it was read
-  std::string source;        // where it came from, for the start-up report
+  double seconds_left = 0.0;  // from the moment it was read
+  std::string source;         // where it came from, for the start-up report
+  double limit_seconds = 0.0; // the job's whole time limit (0: not known)
 };
 
 // Reads it now (one rank is enough: it is the job's). Throws gridlm::Error when Slurm's answer

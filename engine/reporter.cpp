@@ -224,10 +224,20 @@ void Reporter::keep_metrics_until(int steps) {
   std::vector<std::string> kept;
   {
     std::ifstream in(plan_.metrics_path);
+    // A file of an earlier gridlm counts steps from 0: renumbered from 1 as it is kept, so that
+    // the lines this run appends continue it.
+    int shift = -1;
     for (std::string line; std::getline(in, line);) {
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.contains("step") && j["step"].get<int>() <= steps)
-        kept.push_back(line);
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.contains("step")) continue;
+      if (shift < 0) shift = j["step"].get<int>() == 0 ? 1 : 0;
+      if (shift > 0) {
+        j["step"] = j["step"].get<int>() + shift;
+        if (j.contains("rolled_back_from"))
+          j["rolled_back_from"] = j["rolled_back_from"].get<int>() + shift;
+        line = j.dump();
+      }
+      if (j["step"].get<int>() <= steps) kept.push_back(line);
     }
   }
   metrics_.open(plan_.metrics_path, std::ios::trunc);

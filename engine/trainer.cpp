@@ -76,17 +76,8 @@ public:
     feed_ = std::make_unique<BatchFeed>(*data_.train, config, grid, tokens, first_step_,
                                         meta_.samples_seen);
     if (dump_) dump_->first_forward(feed_->batch(0));
-    meta_.config = config_text;
-    meta_.data_source = config.data.source;
-    meta_.data_seed = config.data.seed;
-    if (const auto extent = data_.train->extent()) {
-      meta_.data_tokens = std::int64_t(extent->tokens);
-      meta_.data_documents = std::int64_t(extent->documents);
-    }
-    meta_.layout =
-        fmt::format("{}; schedule {}, {} chunk(s), blocks per virtual stage {}",
-                    grid.layout().str(), config.parallel.schedule, config.parallel.chunks,
-                    parallel::stage_blocks_text(plan_.stage_blocks));
+    config_text_ = config_text;
+    record_run();
   }
 
   int first_step() const { return first_step_; }
@@ -274,6 +265,22 @@ private:
     r.rollback_to = first_step_;
   }
 
+  // What the files this run writes say about it (meta_ besides the position): its
+  // configuration, data and layout, not those of a checkpoint it read.
+  void record_run() {
+    meta_.config = config_text_;
+    meta_.data_source = config_.data.source;
+    meta_.data_seed = config_.data.seed;
+    if (const auto extent = data_.train->extent()) {
+      meta_.data_tokens = std::int64_t(extent->tokens);
+      meta_.data_documents = std::int64_t(extent->documents);
+    }
+    meta_.layout =
+        fmt::format("{}; schedule {}, {} chunk(s), blocks per virtual stage {}",
+                    grid_.layout().str(), config_.parallel.schedule, config_.parallel.chunks,
+                    parallel::stage_blocks_text(plan_.stage_blocks));
+  }
+
   // Back to the newest checkpoint this run saved or started from, with the data cursor past
   // the samples of `step`, so that they are not met again.
   // `why`: what was wrong with the step, and its samples.
@@ -283,6 +290,7 @@ private:
     feed_->stop();
     meta_ = read_model_file(last_checkpoint_, model_, &optimizer_, config_.model, grid_,
                             config_.checkpoint.direct_io);
+    record_run(); // the checkpoint may be the one this run resumed from, with older data counts
     first_step_ = meta_.step;
     first_samples_ = past;
     feed_->restart(first_step_, past);
@@ -432,6 +440,7 @@ private:
   int first_step_ = 0;              // where this run (or its last rollback) started
   std::uint64_t first_samples_ = 0; // the data cursor there
   std::string last_checkpoint_;     // the newest checkpoint saved or resumed from ("" for none)
+  std::string config_text_;         // the run's configuration as TOML, for the files it writes
   int bad_steps_ = 0;               // steps train.on_nonfinite answered
   int rolled_back_from_ = -1;       // the step the last rollback left, for the next report
   std::string rolled_back_for_;     // and why, with its samples
@@ -489,7 +498,8 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     }
   }
   // The first and last losses a step computed (a dropped step's is NaN).
-  bool seen = false;
+  bool seen = false; // no step computed a loss: NaN, not the defaults' 0
+  result.first_loss = result.last_loss = std::nan("");
   for (const double loss : result.losses) {
     if (!std::isfinite(loss)) continue;
     if (!std::exchange(seen, true)) result.first_loss = loss;

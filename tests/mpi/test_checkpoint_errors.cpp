@@ -4,8 +4,8 @@
 // optimizer state: use --init-from); another model shape; another vocabulary alone; a flipped byte
 // in a tensor (its checksum); a truncated file; an unknown format version; a file that is not a
 // checkpoint; another data source, or a dataset remade at the same path with other counts
-// (data.on_change); and a checkpoint.dir that cannot be a directory. Runs at 1, 2
-// and 4 ranks (data parallel). And which checkpoints a save prunes.
+// (data.on_change, kept through a rollback); and a checkpoint.dir that cannot be a directory. Runs
+// at 1, 2 and 4 ranks (data parallel). And which checkpoints a save prunes.
 #include <gtest/gtest.h>
 
 #include <hdf5.h>
@@ -15,6 +15,7 @@
 
 #include "engine/checkpointer.hpp"
 #include "engine/trainer.hpp"
+#include "parallel/fault_injection.hpp"
 #include "tests/dataset_util.hpp"
 
 using namespace gridlm;
@@ -255,6 +256,28 @@ TEST_F(CheckpointErrors, ADatasetRemadeAtTheSamePathIsNamed) {
   EXPECT_TRUE(has(msg, "tokens in 50 documents now")) << msg;
   EXPECT_TRUE(has(msg, "data.on_change = \"continue\"")) << msg;
   EXPECT_NO_THROW(resumed(checkpoint, "continued", "continue"));
+
+  // A rollback to the checkpoint the run resumed from keeps the run's own data counts for the
+  // files it writes after (it took the checkpoint's, and the next resume was refused as remade).
+  engine::RunConfig rolled = c;
+  rolled.output.dir = dir_ + "/rolled";
+  rolled.train.steps = 5;
+  rolled.checkpoint.resume = checkpoint;
+  rolled.checkpoint.dir = "rb";
+  rolled.data.on_change = "continue";
+  rolled.train.on_nonfinite = "rollback";
+  setenv("GRIDLM_FAULT", "nan_grad:0:3", 1); // a NaN gradient at step 3: back to step 2
+  parallel::fault::configure_from_environment();
+  EXPECT_NO_THROW(engine::train(rolled, *grid_));
+  unsetenv("GRIDLM_FAULT");
+  parallel::fault::configure_from_environment();
+  engine::RunConfig after = rolled;
+  after.output.dir = dir_ + "/after-rollback";
+  after.train.steps = 6;
+  after.checkpoint.resume = dir_ + "/rolled/rb/step-000005.h5";
+  after.checkpoint.dir = "";
+  after.data.on_change = "stop";
+  EXPECT_NO_THROW(engine::train(after, *grid_)) << "the data has not changed since";
 
   const std::string older = damaged("older", [&](const std::string& path) {
     std::filesystem::copy_file(checkpoint, path, std::filesystem::copy_options::overwrite_existing);

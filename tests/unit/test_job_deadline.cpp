@@ -76,26 +76,32 @@ TEST(JobControl, ASignalledSaveWidensTheMeasuredMargin) {
   unsetenv("SLURM_JOB_END_TIME");
 }
 
-// A job that starts within its exit margin would stop after one step and be requeued to do the
-// same forever (train.sbatch requeues on status 75): refused at the start, dry run included.
-TEST(JobControl, AJobThatStartsWithinItsMarginIsRefused) {
+// A job whose time limit is within its exit margin would stop after one step and be requeued to
+// do the same forever (train.sbatch requeues on status 75): refused at the start, dry run too.
+TEST(JobControl, AJobWhoseLimitIsWithinItsMarginIsRefused) {
   setenv("SLURM_JOB_ID", "42", 1);
-  setenv("SLURM_JOB_END_TIME", std::to_string(std::time(nullptr) + 30).c_str(), 1);
+  const std::time_t now = std::time(nullptr);
+  setenv("SLURM_JOB_START_TIME", std::to_string(now - 10).c_str(), 1);
+  setenv("SLURM_JOB_END_TIME", std::to_string(now + 30).c_str(), 1);
   RunConfig config;
   config.train.exit_margin_minutes = 1;
   gridlm::parallel::GridOptions o;
   const gridlm::parallel::Grid grid = gridlm::parallel::Grid::create(MPI_COMM_WORLD, o);
   try {
     JobControl job(config, grid, 1 << 20);
-    ADD_FAILURE() << "a job of 30 s with a margin of 60 s started";
+    ADD_FAILURE() << "a job of 40 s with a margin of 60 s started";
   } catch (const gridlm::CollectiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("within the exit margin of 60 s "
-                                         "(train.exit_margin_minutes)"),
+    EXPECT_NE(std::string(e.what()).find("the job's time limit of 40 s is within the exit margin "
+                                         "of 60 s (train.exit_margin_minutes)"),
               std::string::npos)
         << e.what();
   }
-  config.train.exit_margin_minutes = 0.25;
-  EXPECT_NO_THROW(JobControl(config, grid, 1 << 20)) << "15 s of margin in 30 s";
+  config.train.exit_margin_minutes = 0.6;
+  EXPECT_NO_THROW(JobControl(config, grid, 1 << 20))
+      << "36 s of margin: 30 s left is one short job, the next gets the whole 40 s";
+  unsetenv("SLURM_JOB_START_TIME");
+  config.train.exit_margin_minutes = 1;
+  EXPECT_NO_THROW(JobControl(config, grid, 1 << 20)) << "the limit is not known";
   unsetenv("SLURM_JOB_ID");
   unsetenv("SLURM_JOB_END_TIME");
 }
