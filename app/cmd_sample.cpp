@@ -74,8 +74,8 @@ void run(const SampleCommand& cmd) {
     std::vector<std::int32_t> prompt;
     if (!cmd.prompt_ids.empty()) prompt = parse_ids(cmd.prompt_ids);
     // What training would refuse (a gradients or damaged file, a checksum table cut short) is
-    // refused here too, rather than sampled from.
-    engine::verify_model_file(cmd.weights);
+    // refused here too, rather than sampled from; a checkpoint's moments are not read.
+    engine::verify_model_file(cmd.weights, engine::Tensors::weights);
     io::H5File file = io::H5File::open_read(cmd.weights);
     const layers::ModelConfig m = engine::read_model_attributes(file);
     const std::optional<io::Tokenizer> tok = find_tokenizer(cmd, file);

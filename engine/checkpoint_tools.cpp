@@ -1,6 +1,7 @@
 // One-process reading and copying of model files.
 #include "engine/checkpoint_tools.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -50,6 +51,8 @@ void check_table_complete(const FileSummary& s, const ChecksumTable& table) {
   }
 }
 
+bool is_moment(const std::string& name) { return name.rfind("optimizer/", 0) == 0; }
+
 // Tensor dataset `name` read whole into `data`; returns its checksum.
 std::uint64_t read_whole(const io::ParallelFile& f, const std::string& name,
                          std::vector<std::uint64_t>& shape, std::vector<float>& data) {
@@ -60,14 +63,15 @@ std::uint64_t read_whole(const io::ParallelFile& f, const std::string& name,
   return io::shard_checksum(shard, Span<const float>(data));
 }
 
-// export_weights' writing of `partial`.
-void write_exported(const io::ParallelFile& in, const FileSummary& s, const std::string& partial) {
+// export_weights' writing of `partial`: the weights of `in`, whose checksum table is `listed`.
+void write_exported(const io::ParallelFile& in, const FileSummary& s, const ChecksumTable& listed,
+                    const std::string& partial) {
   io::ParallelFile o = io::ParallelFile::create(MPI_COMM_SELF, partial);
   ChecksumTable table;
   std::vector<std::uint64_t> shape;
   std::vector<float> data;
-  for (const auto& [name, stored] : read_checksums(in)) {
-    if (name.rfind("optimizer/", 0) == 0) continue;
+  for (const auto& [name, stored] : listed) {
+    if (is_moment(name)) continue;
     if (read_whole(in, name, shape, data) != stored) {
       throw Error(fmt::format("'{}': dataset '{}' does not match its checksum: the file is "
                               "damaged; export an earlier checkpoint",
@@ -90,7 +94,7 @@ void write_exported(const io::ParallelFile& in, const FileSummary& s, const std:
 
 } // namespace
 
-FileSummary summarize_model_file(const std::string& path) {
+FileSummary summarize_model_file(const std::string& path, Tensors which) {
   FileSummary s;
   s.path = path;
   io::ParallelFile f = io::ParallelFile::open_read(MPI_COMM_SELF, path);
@@ -98,8 +102,13 @@ FileSummary summarize_model_file(const std::string& path) {
   std::error_code ec;
   s.bytes = std::filesystem::file_size(path, ec);
   std::vector<float> data;
-  const ChecksumTable table = read_checksums(f);
+  ChecksumTable table = read_checksums(f);
   check_table_complete(s, table);
+  if (which == Tensors::weights) {
+    table.erase(std::remove_if(table.begin(), table.end(),
+                               [](const auto& entry) { return is_moment(entry.first); }),
+                table.end());
+  }
   std::vector<std::pair<std::string, io::TensorShard>> reads;
   for (const auto& entry : table)
     reads.emplace_back(entry.first, whole(f.shape(entry.first)));
@@ -118,8 +127,8 @@ FileSummary summarize_model_file(const std::string& path) {
   return s;
 }
 
-FileSummary verify_model_file(const std::string& path) {
-  FileSummary s = summarize_model_file(path);
+FileSummary verify_model_file(const std::string& path, Tensors which) {
+  FileSummary s = summarize_model_file(path, which);
   std::string bad;
   for (const TensorSummary& t : s.tensors) {
     if (t.checksum != t.stored) bad += (bad.empty() ? "" : ", ") + t.name;
@@ -142,10 +151,11 @@ void export_weights(const std::string& path, const std::string& out) {
   s.path = path;
   io::ParallelFile in = io::ParallelFile::open_read(MPI_COMM_SELF, path);
   read_root(in, s);
-  check_table_complete(s, read_checksums(in));
+  const ChecksumTable table = read_checksums(in);
+  check_table_complete(s, table);
   const std::string partial = out + ".partial";
   try {
-    write_exported(in, s, partial);
+    write_exported(in, s, table, partial);
     std::filesystem::rename(partial, out, ec);
     if (ec) throw Error(fmt::format("cannot rename '{}' to '{}': {}", partial, out, ec.message()));
   } catch (...) {

@@ -29,14 +29,19 @@ struct FileSummary {
   std::vector<TensorSummary> tensors; // parameters, then moments, in the file's order
 };
 
-// One process: every tensor read whole. Throws gridlm::Error naming the file when it is not a
-// gridlm-checkpoint file of a version this gridlm reads, or when its checksum table leaves out
-// a tensor the model's shape calls for (a table cut short would pass for a whole file).
-FileSummary summarize_model_file(const std::string& path);
+// Which tensors a summary reads: all of them, or the weights alone (a checkpoint's moments are
+// skipped, for what reads only the weights after it).
+enum class Tensors { all, weights };
+
+// One process: every tensor (of `which`) read whole. Throws gridlm::Error naming the file when
+// it is not a gridlm-checkpoint file of a version this gridlm reads, or when its checksum table
+// leaves out a tensor the model's shape calls for (a table cut short would pass for a whole
+// file).
+FileSummary summarize_model_file(const std::string& path, Tensors which = Tensors::all);
 
 // summarize_model_file, then an error naming every tensor whose data does not match its
-// checksum (`gridlm checkpoint verify`, and what `gridlm sample` reads first).
-FileSummary verify_model_file(const std::string& path);
+// checksum (`gridlm checkpoint verify`, and `gridlm sample` for the weights it reads).
+FileSummary verify_model_file(const std::string& path, Tensors which = Tensors::all);
 
 // One process: the weights of `path` (a checkpoint or a weights file) written to `out` as a
 // weights file (through out.partial, renamed when complete, removed when not), with their

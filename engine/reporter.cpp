@@ -159,23 +159,23 @@ nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double
 }
 
 double Reporter::step(const StepRecord& r) {
-  // A step train.skip_steps dropped read its batches and computed nothing: no rate.
+  // A step train.skip_steps dropped read its batches and computed nothing: no rate (NaN, null
+  // in the metrics).
   const bool dropped = r.action == "skip_steps";
-  const double rate = dropped ? 0.0 : tokens_per_step_ / r.seconds;
+  const double none = std::nan("");
+  const double rate = dropped ? none : tokens_per_step_ / r.seconds;
   if (grid_.rank() != 0) return rate;
   const auto& tc = config_.train;
   const parallel::Layout& layout = grid_.layout();
   const double mfu =
-      dropped ? 0.0 : flops_per_step_ / r.seconds / (tc.peak_gflops * 1e9 * grid_.size());
+      dropped ? none : flops_per_step_ / r.seconds / (tc.peak_gflops * 1e9 * grid_.size());
   const bool validated = std::isfinite(r.val_loss);
   if (validated) {
     std::printf("step %5d/%d | validation loss %.4f (%d x %d sequences)\n", r.step + 1, tc.steps,
                 r.val_loss, tc.eval_batches * layout.dp, tc.micro_batch);
   }
   if (metrics_.is_open()) {
-    nlohmann::json j = metrics_record(r, rate, mfu);
-    if (dropped) j["tokens_per_s"] = j["mfu"] = nullptr;
-    metrics_ << j.dump() << "\n";
+    metrics_ << metrics_record(r, rate, mfu).dump() << "\n";
     metrics_.flush();
   }
   if (!r.event.empty()) std::printf("step %5d/%d | %s\n", r.step + 1, tc.steps, r.event.c_str());

@@ -69,7 +69,8 @@ public:
   // gradients.
   void startup(const PipelineModel& model, const io::TokenSource& data, std::size_t optimizer_bytes,
                std::size_t reduction_bytes);
-  // The step's metrics line and readable lines. Returns the step's tokens/s.
+  // The step's metrics line and readable lines. Returns the step's tokens/s (NaN for a step
+  // train.skip_steps dropped).
   double step(const StepRecord& r);
   // "resumed from PATH at step N" (rank 0); drops the metrics lines of the steps after it.
   void resumed(const std::string& path, const CheckpointMeta& meta, double seconds);

@@ -303,6 +303,7 @@ private:
   // A dataset remade at the same path (more text, say) changes the epoch's length and the order
   // of its samples: stopped, unless data.on_change = continue.
   void check_same_data(const CheckpointMeta& m) const {
+    std::string changed; // the dataset's counts differ from the checkpoint's: how
     parallel::run_agreed(grid_.comm(), [&] {
       if (m.data_source != config_.data.source || m.data_seed != config_.data.seed) {
         throw Error(fmt::format(
@@ -311,29 +312,29 @@ private:
             "start a new run from its weights with --init-from",
             plan_.resume_path, m.data_source, m.data_seed, config_.data.source, config_.data.seed));
       }
-    });
-    const auto now = data_.train->extent();
-    if (m.data_tokens < 0 || !now ||
-        (std::uint64_t(m.data_tokens) == now->tokens &&
-         std::uint64_t(m.data_documents) == now->documents)) {
-      return;
-    }
-    const std::string what = fmt::format(
-        "'{}' was trained on '{}' when its training split held {} tokens in {} documents; it "
-        "holds {} tokens in {} documents now (remade at the same path?), so the samples' order "
-        "and the epoch's length differ from the run's",
-        plan_.resume_path, m.data_source, m.data_tokens, m.data_documents, now->tokens,
-        now->documents);
-    parallel::run_agreed(grid_.comm(), [&] {
+      const auto now = data_.train->extent();
+      if (m.data_tokens < 0 || !now ||
+          (std::uint64_t(m.data_tokens) == now->tokens &&
+           std::uint64_t(m.data_documents) == now->documents)) {
+        return;
+      }
+      changed = fmt::format(
+          "'{}' was trained on '{}' when its training split held {} tokens in {} documents; it "
+          "holds {} tokens in {} documents now (remade at the same path?), so the samples' order "
+          "and the epoch's length differ from the run's",
+          plan_.resume_path, m.data_source, m.data_tokens, m.data_documents, now->tokens,
+          now->documents);
       if (config_.data.on_change != "continue") {
-        throw Error(what + ": point data.source at the dataset it was trained on, set "
-                           "data.on_change = \"continue\" to go on from the same sample count "
-                           "through the new order, or start a new run from its weights with "
-                           "--init-from");
+        throw Error(changed + ": point data.source at the dataset it was trained on, set "
+                              "data.on_change = \"continue\" to go on from the same sample "
+                              "count through the new order, or start a new run from its weights "
+                              "with --init-from");
       }
     });
-    report_.note(what + "; data.on_change = continue: going on from sample " +
-                 std::to_string(m.samples_seen) + " of the new order");
+    if (!changed.empty()) {
+      report_.note(changed + "; data.on_change = continue: going on from sample " +
+                   std::to_string(m.samples_seen) + " of the new order");
+    }
   }
 
   // The data cursor before step `steps`: samples read by the steps before it.
@@ -486,10 +487,14 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     result.dp_buckets_overlapped += r.dp_buckets_overlapped;
     if (std::isfinite(r.val_loss)) result.val_losses.emplace_back(step, r.val_loss);
     // The first step (allocation, warm-up) is left out of the median, unless it is the only
-    // one; a step train.skip_steps dropped computed nothing.
-    const bool dropped = r.action == "skip_steps";
-    if (step > run.first_step() && !dropped) rates[step] = r.tokens_per_s;
-    if (step == run.first_step() && !dropped) first_rate = r.tokens_per_s;
+    // one; a step train.skip_steps dropped has no rate (NaN).
+    if (std::isfinite(r.tokens_per_s)) {
+      if (step > run.first_step()) {
+        rates[step] = r.tokens_per_s;
+      } else {
+        first_rate = r.tokens_per_s;
+      }
+    }
     result.steps_done = step + 1;
     if (r.stop) {
       result.stopped = r.stop_reason;
