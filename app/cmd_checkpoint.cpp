@@ -49,6 +49,10 @@ void print_text(const engine::FileSummary& s) {
                                                              m.data_tokens, m.data_documents);
   std::printf("data: %s (seed %lld%s)\n", m.data_source.c_str(),
               static_cast<long long>(m.data_seed), extent.c_str());
+  if (m.global_batch >= 0) {
+    std::printf("batch: %lld sequences a step; learning rate decay ends at step %lld\n",
+                static_cast<long long>(m.global_batch), static_cast<long long>(m.decay_steps));
+  }
   for (const engine::TensorSummary& t : s.tensors) {
     std::printf("  %-34s [%s] norm %.6g%s\n", t.name.c_str(),
                 fmt::format("{}", fmt::join(t.shape, ", ")).c_str(), t.norm,
@@ -77,6 +81,8 @@ void print_json(const engine::FileSummary& s) {
                          {"data_seed", s.meta.data_seed},
                          {"data_tokens", s.meta.data_tokens},
                          {"data_documents", s.meta.data_documents},
+                         {"global_batch", s.meta.global_batch},
+                         {"decay_steps", s.meta.decay_steps},
                          {"model",
                           {{"vocab_size", s.model.vocab_size},
                            {"seq_len", s.model.seq_len},

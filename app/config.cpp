@@ -42,7 +42,9 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "validation loss every this many steps and after the last (0: never); the same held-out "
        "samples each time",
        &c.train.eval_every},
-      {"train", "eval_batches", "micro-batches per data-parallel replica in one validation",
+      {"train", "eval_batches",
+       "global batches in one validation, each a forward-only step (the same samples in any "
+       "layout)",
        &c.train.eval_batches},
       {"train", "precision",
        "of the matrix products: fp32, or bf16 (operands rounded to bfloat16, fp32 accumulation; "
@@ -505,10 +507,9 @@ void validate(const RunConfig& c) {
     problems.push_back(e.what());
   }
   need(c.train.eval_every >= 0, "train.eval_every must not be negative (0: no validation)");
-  need(c.train.eval_batches >= 1 && c.train.eval_batches <= parallel::max_micro_batches,
-       fmt::format("train.eval_batches must be from 1 to {} (the pipeline numbers a "
-                   "validation's micro-batches in its messages)",
-                   parallel::max_micro_batches));
+  need(c.train.eval_batches >= 1 && c.train.eval_batches <= 4096,
+       "train.eval_batches must be from 1 to 4096 (a validation's samples are read into memory "
+       "at start-up)");
   need(!c.output.dir.empty(),
        "output.dir is empty: give a directory for the run's files (\".\" for the current one)");
   need(!c.data.source.empty(),

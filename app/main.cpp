@@ -155,15 +155,17 @@ int main(int argc, char** argv) {
 
   if (const std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
     if (mpi.rank() == 0) std::fprintf(stderr, "%s\n", unknown.c_str());
-    return int(CLI::ExitCodes::ExtrasError);
+    return 1;
   }
   try {
     gridlm::parallel::run_agreed(MPI_COMM_WORLD, check_environment);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same command line, so every rank fails alike; one report is enough.
-    if (mpi.rank() == 0) return app.exit(e);
-    return e.get_exit_code();
+    // --help and --version end with 0; every command-line error with 1, as every other error
+    // (CLI11's own codes, 105 to 111, would mean nothing to a job script).
+    const int code = mpi.rank() == 0 ? app.exit(e) : e.get_exit_code();
+    return code == 0 ? 0 : 1;
   } catch (const gridlm::CollectiveError& e) {
     if (e.reporter()) {
       std::fprintf(stderr, "gridlm: error\n%s\n", e.what());

@@ -91,18 +91,20 @@ void GradSync::progress() {
 
 void GradSync::params_needed(int chunk, std::size_t until) {
   if (gathers_left_ == 0) return;
-  wait_gathers(std::size_t(chunk), until);
+  gather_wait_ += wait_gathers(std::size_t(chunk), until);
   progress();
 }
 
+// Not counted in the next step's gather_exposed: the wait lies between steps (a validation or
+// a save), outside the step time it would be reported against.
 void GradSync::wait_params() {
   for (std::size_t c = 0; c < gathers_.size(); ++c)
     wait_gathers(c, SIZE_MAX);
 }
 
-void GradSync::wait_gathers(std::size_t c, std::size_t until) {
+double GradSync::wait_gathers(std::size_t c, std::size_t until) {
   std::vector<Gather>& q = gathers_[c];
-  if (q.empty() || shards_[c].pieces[q.front().piece].begin >= until) return;
+  if (q.empty() || shards_[c].pieces[q.front().piece].begin >= until) return 0.0;
   const double start = parallel::steady_seconds();
   std::size_t done = 0;
   for (; done < q.size() && shards_[c].pieces[q[done].piece].begin < until; ++done) {
@@ -110,7 +112,7 @@ void GradSync::wait_gathers(std::size_t c, std::size_t until) {
     gathered(c, q[done]);
   }
   q.erase(q.begin(), q.begin() + long(done));
-  gather_wait_ += parallel::steady_seconds() - start;
+  return parallel::steady_seconds() - start;
 }
 
 void GradSync::gathered(std::size_t c, const Gather& g) {
@@ -199,7 +201,6 @@ void GradSync::gather(std::size_t c, const float* state, float* table) {
 void GradSync::gather_params() {
   if (!zero_) return;
   wait_params(); // none is left by a step's forward; the buffers are reused
-  gather_wait_ = 0.0;
   gather_posted_ = parallel::steady_seconds();
   for (std::size_t c = 0; c < model_.chunks().size(); ++c) {
     float* params = model_.chunks()[c]->params().data();

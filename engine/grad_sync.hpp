@@ -63,7 +63,8 @@ public:
   // Collective over dp, after the optimizer: starts sending every replica's owned parameters
   // to all; params_needed() or wait_params() completes them.
   void gather_params();
-  // The parameters all there (before anything but the step's forward reads them).
+  // The parameters all there (before anything but the step's forward reads them). Its wait is
+  // the caller's: no step's gather_exposed counts it.
   void wait_params();
   // Collective over dp: `table` (chunk c's flat layout) from every replica's `state` (its
   // shard layout), e.g. a moment for a checkpoint; and the owned parts of `table` into `state`.
@@ -103,8 +104,9 @@ private:
   // into `table` (flat layout), or into pad_ for a padded bucket, which unpad() then copies out.
   parallel::Request post_gather(std::size_t c, std::size_t piece, const float* state, float* table);
   void unpad(std::size_t c, std::size_t piece, float* table) const;
-  // Completes chunk c's gathers of the buckets that begin before `until`.
-  void wait_gathers(std::size_t c, std::size_t until);
+  // Completes chunk c's gathers of the buckets that begin before `until`; returns the seconds
+  // it waited.
+  double wait_gathers(std::size_t c, std::size_t until);
   void gathered(std::size_t c, const Gather& g); // after its request completed
 
   int dp_ = 1;

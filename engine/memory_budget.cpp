@@ -68,13 +68,12 @@ MemoryEstimate estimate_with_transfers(const RunConfig& config, const parallel::
   const double embedding_bytes = 16 * embedding + head_bytes;
   const double block_bytes = 16 * block_params;
   if (e.transfers > std::max({embedding_bytes, block_bytes, activation_bytes})) {
-    e.largest = fmt::format("the pipeline's stage transfers (train.grad_accum = {} micro-batches "
-                            "of train.micro_batch = {} x parallel.chunks = {}, or "
-                            "train.eval_batches = {}, their receives posted at the step's start): "
-                            "lower the batch per replica (raise parallel.dp for the same global "
-                            "batch), parallel.chunks or train.eval_batches",
-                            config.train.grad_accum, config.train.micro_batch,
-                            config.parallel.chunks, config.train.eval_batches);
+    e.largest =
+        fmt::format("the pipeline's stage transfers (train.grad_accum = {} micro-batches "
+                    "of train.micro_batch = {} x parallel.chunks = {}, "
+                    "their receives posted at the step's start): lower the batch per replica "
+                    "(raise parallel.dp for the same global batch) or parallel.chunks",
+                    config.train.grad_accum, config.train.micro_batch, config.parallel.chunks);
   } else if (embedding_bytes >= block_bytes && embedding_bytes >= activation_bytes) {
     e.largest = fmt::format("the token embedding and logits (model.vocab_size = {} x "
                             "model.d_model = {}): lower model.vocab_size, or split it over more "
@@ -104,7 +103,7 @@ MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& 
       parallel::make_schedule(parallel::parse_schedule(config.parallel.schedule), layout.pp,
                               config.train.grad_accum, config.parallel.chunks);
   const parallel::PipelinePlan plan = parallel::plan_pipeline(
-      s, config.train.eval_batches,
+      s, parallel::validation_micro_batches(s),
       nccl_transfers ? parallel::Transfers::grouped_if_proven : parallel::Transfers::up_front);
   return estimate_memory(config, layout, plan);
 }

@@ -28,6 +28,8 @@ void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
   f.write_attribute("/", "data_seed", meta.data_seed);
   f.write_attribute("/", "data_tokens", meta.data_tokens);
   f.write_attribute("/", "data_documents", meta.data_documents);
+  f.write_attribute("/", "global_batch", meta.global_batch);
+  f.write_attribute("/", "decay_steps", meta.decay_steps);
   const std::pair<const char*, std::int64_t> model[] = {
       {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len}, {"n_layer", m.n_layer},
       {"n_head", m.n_head},         {"d_model", m.d_model}, {"tied_embeddings", m.tied_embeddings}};
@@ -82,6 +84,10 @@ CheckpointMeta read_root_attributes(const io::ParallelFile& f, const std::string
   if (f.has_attribute("/", "data_tokens")) { // recorded since 2026-12-07
     meta.data_tokens = std::int64_t(f.number_attribute("/", "data_tokens"));
     meta.data_documents = std::int64_t(f.number_attribute("/", "data_documents"));
+  }
+  if (f.has_attribute("/", "global_batch")) { // recorded since 2026-12-07's second change
+    meta.global_batch = std::int64_t(f.number_attribute("/", "global_batch"));
+    meta.decay_steps = std::int64_t(f.number_attribute("/", "decay_steps"));
   }
   const std::pair<const char*, int*> keys[] = {{"vocab_size", &model.vocab_size},
                                                {"seq_len", &model.seq_len},

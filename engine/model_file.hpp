@@ -34,6 +34,10 @@ struct CheckpointMeta {
   // The tokens and documents of the training split data.source held (-1: a generated source,
   // or a file written before gridlm recorded them): a dataset remade at the same path differs.
   std::int64_t data_tokens = -1, data_documents = -1;
+  // Sequences per optimizer step (micro_batch x grad_accum x dp) and the step the learning
+  // rate's cosine decay ends at, resolved (-1: a file written before gridlm recorded them): a
+  // run resumed with others follows another loss curve, which the start-up report says.
+  std::int64_t global_batch = -1, decay_steps = -1;
   bool optimizer = false;     // holds the AdamW moments (a checkpoint, not a weights file)
   std::string gridlm_version; // the gridlm that wrote it
 };

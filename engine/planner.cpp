@@ -272,7 +272,7 @@ public:
     return find_or_make(plans_, {c.schedule, c.layout.pp, c.micro_batches, c.chunks}, [&] {
       const parallel::Schedule s = parallel::make_schedule(parallel::parse_schedule(c.schedule),
                                                            c.layout.pp, c.micro_batches, c.chunks);
-      return parallel::plan_pipeline(s, config.train.eval_batches,
+      return parallel::plan_pipeline(s, parallel::validation_micro_batches(s),
                                      nccl_transfers(config, machine)
                                          ? parallel::Transfers::grouped_if_proven
                                          : parallel::Transfers::up_front);

@@ -171,8 +171,9 @@ double Reporter::step(const StepRecord& r) {
       dropped ? none : flops_per_step_ / r.seconds / (tc.peak_gflops * 1e9 * grid_.size());
   const bool validated = std::isfinite(r.val_loss);
   if (validated) {
-    std::printf("step %5d/%d | validation loss %.4f (%d x %d sequences)\n", r.step + 1, tc.steps,
-                r.val_loss, tc.eval_batches * layout.dp, tc.micro_batch);
+    std::printf(
+        "step %5d/%d | validation loss %.4f (%lld sequences)\n", r.step + 1, tc.steps, r.val_loss,
+        static_cast<long long>(tc.eval_batches) * tc.grad_accum * layout.dp * tc.micro_batch);
   }
   if (metrics_.is_open()) {
     metrics_ << metrics_record(r, rate, mfu).dump() << "\n";

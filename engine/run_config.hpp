@@ -18,8 +18,8 @@ struct TrainConfig {
   std::string precision = "fp32"; // of the matrix products: fp32, or bf16 (fp32 accumulation)
   int log_every = 10;             // print a readable line every this many steps
   int eval_every = 0;             // validation loss every this many steps and at the end (0: never)
-  int eval_batches = 4;           // micro-batches per replica in one validation
-  double peak_gflops = 100.0;     // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against
+  int eval_batches = 4;       // global batches in one validation (the same samples in any layout)
+  double peak_gflops = 100.0; // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against
   double exit_margin_minutes =
       -1; // save and stop this long before the job's time limit (-1: measured)
   std::string on_nonfinite =

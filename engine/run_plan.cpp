@@ -153,7 +153,7 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
     // NCCL carries stage transfers only in per-op groups, which must be proven deadlock-free
     // for the schedule; MPI carries them otherwise.
     const bool nccl_transfers = plan.backend == "nccl" && grid.layout().pp > 1;
-    plan.pipeline = parallel::plan_pipeline(schedule, config.train.eval_batches,
+    plan.pipeline = parallel::plan_pipeline(schedule, parallel::validation_micro_batches(schedule),
                                             nccl_transfers ? parallel::Transfers::grouped_if_proven
                                                            : parallel::Transfers::up_front);
     // Transfers NCCL cannot group go through MPI, staged where MPI cannot read the buffers.

@@ -26,6 +26,7 @@
 #include "engine/statistics.hpp"
 #include "engine/step_guard.hpp"
 #include "engine/validation.hpp"
+#include "layers/optimizer_config.hpp"
 #include "layers/parameters.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
@@ -66,6 +67,7 @@ public:
     report_.startup(model_, *data_.train, optimizer_.state_bytes(), grad_sync_.buffer_bytes());
     report_.note(job_.describe());
     report_.note(validation_shortfall(data_, config, grid));
+    report_.note(layers::schedule_note(plan_.optim));
     start(dry);
     if (dry) return;
     if (plan_.reference_dump) {
@@ -141,6 +143,7 @@ private:
       if (!plan_.resume_path.empty()) {
         meta_ = read_model_header(plan_.resume_path, config_.model, grid_, true);
         check_same_data(meta_);
+        note_changed_course(meta_);
         first_step_ = meta_.step;
         report_.note(fmt::format("dry run: would resume from {}", plan_.resume_path));
       } else if (!plan_.init_from.empty()) {
@@ -158,6 +161,7 @@ private:
       first_samples_ = meta_.samples_seen;
       last_checkpoint_ = plan_.resume_path;
       report_.resumed(plan_.resume_path, meta_, seconds);
+      note_changed_course(meta_);
     } else if (!plan_.init_from.empty()) {
       read_model_file(plan_.init_from, model_, nullptr, config_.model, grid_,
                       config_.checkpoint.direct_io);
@@ -275,6 +279,9 @@ private:
       meta_.data_tokens = std::int64_t(extent->tokens);
       meta_.data_documents = std::int64_t(extent->documents);
     }
+    meta_.global_batch =
+        std::int64_t(config_.train.micro_batch) * config_.train.grad_accum * grid_.layout().dp;
+    meta_.decay_steps = plan_.optim.decay_steps;
     meta_.layout =
         fmt::format("{}; schedule {}, {} chunk(s), blocks per virtual stage {}",
                     grid_.layout().str(), config_.parallel.schedule, config_.parallel.chunks,
@@ -334,6 +341,35 @@ private:
     if (!changed.empty()) {
       report_.note(changed + "; data.on_change = continue: going on from sample " +
                    std::to_string(m.samples_seen) + " of the new order");
+    }
+  }
+
+  // What a resumed run changes that moves it off the loss curve of the run so far: the global
+  // batch (a new dp with the same train.micro_batch, say) and the end of the learning rate's
+  // decay (a new train.steps with train.decay_steps = 0). Both are allowed; both are said.
+  void note_changed_course(const CheckpointMeta& m) const {
+    const std::int64_t batch =
+        std::int64_t(config_.train.micro_batch) * config_.train.grad_accum * grid_.layout().dp;
+    if (m.global_batch > 0 && m.global_batch != batch) {
+      report_.note(fmt::format(
+          "the global batch changes from {} to {} sequences a step (train.micro_batch {} x "
+          "train.grad_accum {} x dp {}), so the loss follows another curve than the run's so "
+          "far; for the same batch, make micro_batch x grad_accum x dp = {}",
+          m.global_batch, batch, config_.train.micro_batch, config_.train.grad_accum,
+          grid_.layout().dp, m.global_batch));
+    }
+    if (m.decay_steps > 0 && m.decay_steps != plan_.optim.decay_steps) {
+      layers::OptimizerConfig before = plan_.optim;
+      before.decay_steps = int(m.decay_steps);
+      report_.note(fmt::format(
+          "the learning rate's decay ended at step {} in the run so far and ends at step {} now "
+          "({}): step {}'s rate is {:.3g} instead of {:.3g}; set train.decay_steps = {} to keep "
+          "the schedule",
+          m.decay_steps, plan_.optim.decay_steps,
+          config_.train.optim.decay_steps == 0 ? "train.decay_steps = 0 follows train.steps"
+                                               : "train.decay_steps",
+          m.step + 1, layers::learning_rate(plan_.optim, m.step),
+          layers::learning_rate(before, m.step), m.decay_steps));
     }
   }
 

@@ -10,8 +10,9 @@ namespace gridlm::engine {
 Validation::Validation(const RunData& data, const RunConfig& config, const parallel::Grid& grid,
                        bool reads_tokens)
     : every_(config.train.eval_every), steps_(config.train.steps),
-      micro_batches_(config.train.eval_batches), B_(config.train.micro_batch),
-      dp_(grid.layout().dp), sample_tokens_(std::size_t(config.model.seq_len) + 1) {
+      micro_batches_(config.train.eval_batches * config.train.grad_accum),
+      B_(config.train.micro_batch), dp_(grid.layout().dp),
+      sample_tokens_(std::size_t(config.model.seq_len) + 1) {
   if (every_ <= 0 || !reads_tokens) return;
   const int replica = grid.coords().dp, T = config.model.seq_len;
   tokens_.resize(std::size_t(micro_batches_) * std::size_t(B_) * sample_tokens_);
@@ -30,23 +31,24 @@ std::string validation_shortfall(const RunData& data, const RunConfig& config,
                                  const parallel::Grid& grid) {
   if (config.train.eval_every <= 0 || !data.valid) return "";
   const auto extent = data.valid->extent();
-  const std::uint64_t per_micro =
-      std::uint64_t(grid.layout().dp) * std::uint64_t(config.train.micro_batch);
-  const std::uint64_t need = std::uint64_t(config.train.eval_batches) * per_micro;
+  const std::uint64_t batch = std::uint64_t(grid.layout().dp) *
+                              std::uint64_t(config.train.micro_batch) *
+                              std::uint64_t(config.train.grad_accum);
+  const std::uint64_t need = std::uint64_t(config.train.eval_batches) * batch;
   if (!extent || need <= extent->samples) return "";
   const std::string what = fmt::format(
-      "a validation reads {} samples (train.eval_batches = {} x dp {} x micro_batch {}), but "
+      "a validation reads {} samples (train.eval_batches = {} x the global batch of {}), but "
       "the validation split of '{}' holds {}: the other {} are its samples again (its next "
       "epoch), counted twice in the loss",
-      need, config.train.eval_batches, grid.layout().dp, config.train.micro_batch,
-      config.data.source, extent->samples, need - extent->samples);
-  if (extent->samples < per_micro) {
+      need, config.train.eval_batches, batch, config.data.source, extent->samples,
+      need - extent->samples);
+  if (extent->samples < batch) {
     return what + "; remake the dataset with a larger --valid-fraction, or set "
                   "train.eval_every = 0";
   }
   return what + fmt::format("; set train.eval_batches = {} to read each once, or remake the "
                             "dataset with a larger --valid-fraction",
-                            extent->samples / per_micro);
+                            extent->samples / batch);
 }
 
 bool Validation::due(int step) const {
@@ -59,9 +61,16 @@ double Validation::run(parallel::Executor& executor, parallel::Comm& dp) const {
         tokens_.begin() + std::ptrdiff_t(std::size_t(micro) * std::size_t(B_) * sample_tokens_);
     std::copy(from, from + std::ptrdiff_t(std::size_t(B_) * sample_tokens_), seq.begin());
   };
-  std::vector<double> loss{executor.evaluate(samples)};
+  // Forward-only steps of the plan's validation micro-batches (a divisor of grad_accum), as
+  // many as the global batches take; every step the same size, so their mean is the mean.
+  const int each = executor.plan().eval.micro_batches, steps = micro_batches_ / each;
+  std::vector<double> loss{0.0};
+  for (int s = 0; s < steps; ++s) {
+    loss[0] += executor.evaluate(
+        [&](int micro, std::vector<std::int32_t>& seq) { samples(s * each + micro, seq); });
+  }
   if (dp_ > 1) dp.all_reduce(Span<double>(loss));
-  return loss[0] / dp_;
+  return loss[0] / (double(dp_) * steps);
 }
 
 } // namespace gridlm::engine

@@ -1,6 +1,8 @@
 // The validation loss (train.eval_every): the same held-out samples every time — the dataset's
 // validation split, or synthetic samples far from any training sample — split over the
-// data-parallel replicas, run forward only through the pipeline, the loss averaged.
+// data-parallel replicas, run forward only through the pipeline, the loss averaged. It reads
+// train.eval_batches global batches (the split's first eval_batches x micro_batch x grad_accum
+// x dp samples), so a layout of the same global batch reads the same samples.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +35,9 @@ public:
   double run(parallel::Executor& executor, parallel::Comm& dp) const;
 
 private:
-  int every_ = 0, steps_ = 0, micro_batches_ = 0, B_ = 0, dp_ = 1;
+  int every_ = 0, steps_ = 0;
+  int micro_batches_ = 0; // this replica's: train.eval_batches x grad_accum
+  int B_ = 0, dp_ = 1;
   std::size_t sample_tokens_ = 0;
   std::vector<std::int32_t> tokens_; // [micro_batches, B, T+1]
 };

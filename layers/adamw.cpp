@@ -31,6 +31,16 @@ double learning_rate(const OptimizerConfig& c, int step) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
+std::string schedule_note(const OptimizerConfig& c) {
+  if (c.warmup_steps <= c.decay_steps) return "";
+  return fmt::format("the learning rate warms up for {} steps (train.warmup_steps), past the "
+                     "decay's end at step {} (train.decay_steps, or train.steps when 0): it "
+                     "rises to {:.3g} of train.lr and then drops to train.min_lr; set "
+                     "train.warmup_steps below {} for the warmup and cosine decay",
+                     c.warmup_steps, c.decay_steps, double(c.decay_steps) / double(c.warmup_steps),
+                     c.decay_steps);
+}
+
 AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table,
              const std::vector<AdamWSegment>& segments, std::size_t state_size)
     : config_(config), segments_(segments) {

@@ -2,6 +2,8 @@
 // host-only code (the configuration parser) can hold them.
 #pragma once
 
+#include <string>
+
 namespace gridlm::layers {
 
 struct OptimizerConfig {
@@ -24,5 +26,9 @@ OptimizerConfig resolve_decay(OptimizerConfig c, int steps);
 
 // Learning rate at `step` (0-based). Throws gridlm::Error for decay_steps = 0 (unresolved).
 double learning_rate(const OptimizerConfig& c, int step);
+
+// For the start-up report, given a resolved configuration: what is odd about the schedule (a
+// warmup past the decay's end, so the rate never reaches lr), or "".
+std::string schedule_note(const OptimizerConfig& c);
 
 } // namespace gridlm::layers

@@ -10,10 +10,19 @@
 
 namespace gridlm::parallel {
 
+int validation_micro_batches(const Schedule& train) {
+  const int cap = std::max(4, train.stages * train.chunks);
+  int best = 1;
+  for (int d = 1; d <= std::min(cap, train.micro_batches); ++d) {
+    if (train.micro_batches % d == 0) best = d;
+  }
+  return best;
+}
+
 PipelinePlan plan_pipeline(const Schedule& train, int eval_micro_batches, Transfers transfers) {
   if (train.micro_batches > max_micro_batches || eval_micro_batches > max_micro_batches) {
     throw Error(fmt::format("at most {} micro-batches per step (train.grad_accum {}, "
-                            "train.eval_batches {})",
+                            "validation {})",
                             max_micro_batches, train.micro_batches, eval_micro_batches));
   }
   PipelinePlan plan;

@@ -31,6 +31,13 @@ struct PipelinePlan {
   Timeline uniform;            // the training schedule simulated with F = B = W = 1
 };
 
+// Micro-batches in one forward-only validation step for a training schedule: the largest divisor
+// of its micro-batch count up to its virtual stages (at least 4). A validation runs global
+// batches, each in micro-batch-count / this steps: enough micro-batches to fill the pipeline,
+// and no more transfer buffers held than a training step (a forward-only schedule holds all of
+// its sends under NCCL's groups).
+int validation_micro_batches(const Schedule& train);
+
 // Throws gridlm::Error (the same on every rank) for more than max_micro_batches micro-batches
 // in either schedule, or for
 // Transfers::grouped when the grouped plan of either schedule could deadlock.

@@ -83,11 +83,16 @@ std::vector<int> plan_stage_blocks(const StageCostModel& m, int Q, const std::st
   std::vector<int> blocks;
   if (layout == "uniform") {
     if (m.blocks % Q != 0) {
-      throw Error(fmt::format("model.n_layer = {} does not divide into parallel.pp x "
-                              "parallel.chunks = {} equal stages; choose a pp and chunks whose "
-                              "product divides {}, or set parallel.stage_layout = 'balanced' or "
-                              "explicit counts such as '{}'",
-                              m.blocks, Q, m.blocks, stage_blocks_text(balanced(m, Q))));
+      const std::string what = fmt::format(
+          "model.n_layer = {} does not divide into parallel.pp x parallel.chunks = {} equal "
+          "stages (parallel.stage_layout = 'uniform'); choose a pp and chunks whose product "
+          "divides {}",
+          m.blocks, Q, m.blocks);
+      // Balanced and explicit layouts need a block for every stage but the first and the last.
+      if (m.blocks < Q - 2) throw Error(what);
+      throw Error(fmt::format("{}, or set parallel.stage_layout = 'balanced' or explicit counts "
+                              "such as '{}'",
+                              what, stage_blocks_text(balanced(m, Q))));
     }
     blocks.assign(std::size_t(Q), m.blocks / Q);
   } else if (layout == "balanced") {

@@ -2,7 +2,7 @@
 # The catalogue of bad inputs (bad_inputs.tsv), run at one rank count:
 #   bad_inputs.sh GRIDLM RANKS SCRATCH_DIR MPIEXEC [MPIEXEC_ARGS...]
 # Each row whose rank counts include RANKS must end every rank within LIMIT seconds with a
-# non-zero status, its message, at most one "gridlm: error" report, no crash (signal, abort
+# status 1 (docs/errors.md), its message, at most one "gridlm: error" report, no crash (signal, abort
 # trace, uncaught exception), no half-written file (*.partial, write probes) left behind, and
 # the good model.h5 in the output directory untouched.
 #   bad_inputs.sh --markdown   prints the catalogue as the table in docs/errors.md
@@ -77,6 +77,7 @@ while IFS=$'\t' read -r name ranks env regex args; do
   seconds=$((micros / 1000000)).$((micros / 100000 % 10))
   problems=()
   ((rc == 0)) && problems+=("exit status 0")
+  ((rc != 0 && rc < 124 && rc != 1)) && problems+=("exit status $rc, not 1 (docs/errors.md)")
   ((rc >= 124)) && problems+=("killed, timed out or signalled (exit status $rc)")
   ((micros > LIMIT * 1000000)) && problems+=("took ${seconds}s, more than ${LIMIT}s")
   grep -Ezq -- "$regex" <<<"$out" || problems+=("message lacks /$regex/")

@@ -196,7 +196,6 @@ void check(parallel::ScheduleKind kind, int chunks, bool tied, Options options =
   run.model.seq_len = T;
   run.train.micro_batch = B;
   run.train.grad_accum = m;
-  run.train.eval_batches = 3;
   run.parallel.schedule = parallel::schedule_name(kind);
   run.parallel.chunks = chunks;
   if (!options.grouped_transfers) {

@@ -2,9 +2,11 @@
 // single-rank run on the same file (the same samples in the same order, whatever the layout),
 // the loss falls, and a model vocabulary smaller than the dataset's is refused on every rank.
 // A validation that would read more samples than the validation split holds is named at
-// start-up. Runs at 2 and 4 ranks.
+// start-up; the validation loss is the same in every layout of the same global batch. Runs at 2
+// and 4 ranks.
 //
-// Tolerance: |loss_layout - loss_1| <= 1e-4 * loss_1 at every one of 20 AdamW steps.
+// Tolerance: |loss_layout - loss_1| <= 1e-4 * loss_1 at every one of 20 AdamW steps; validation
+// losses 1e-5 relative.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -95,8 +97,38 @@ TEST_F(TrainDataset, ModelVocabularyMustCoverTheDataset) {
       << msg;
 }
 
+// The validation loss reads the split's first train.eval_batches global batches whatever the
+// layout: n replicas of micro-batches of 8/n accumulating 2 and one rank of micro-batches of 2
+// accumulating 8 (16 sequences a step both; the one rank validates each global batch in two
+// forward-only steps of 4) report the same validation losses.
+TEST_F(TrainDataset, ValidationReadsTheSameSamplesInEveryLayout) {
+  const std::string path = path_ + ".same";
+  test::write_synthetic_dataset(path, 120, 3);
+  const int n = test::world_size();
+  ASSERT_EQ(8 % n, 0) << "register at a rank count dividing 8";
+  parallel::GridOptions all;
+  all.layout = {n, 1, 1};
+  engine::RunConfig c = config_for(path, 8 / n);
+  c.train.steps = 10;
+  c.train.eval_every = 5;
+  c.train.eval_batches = 2;
+  const engine::TrainResult dp = engine::train(c, parallel::Grid::create(MPI_COMM_WORLD, all));
+  c.train.micro_batch = 2;
+  c.train.grad_accum = 8;
+  const engine::TrainResult one = engine::train(c, parallel::Grid::create(MPI_COMM_SELF, {}));
+  test::remove_on_rank0(path);
+  expect_same_losses(dp, one);
+  ASSERT_EQ(dp.val_losses.size(), 2u);
+  ASSERT_EQ(one.val_losses.size(), 2u);
+  for (std::size_t i = 0; i < one.val_losses.size(); ++i) {
+    EXPECT_EQ(dp.val_losses[i].first, one.val_losses[i].first);
+    EXPECT_NEAR(dp.val_losses[i].second, one.val_losses[i].second, 1e-5 * one.val_losses[i].second)
+        << "validation at step " << one.val_losses[i].first;
+  }
+}
+
 // Past the split's samples a validation reads its next epoch: the start-up report says so and
-// how many micro-batches fit; none fitting asks for a larger split or no validation.
+// how many batches fit; none fitting asks for a larger split or no validation.
 TEST_F(TrainDataset, AValidationLargerThanItsSplitIsNamed) {
   const std::string path = path_ + ".valid";
   test::write_synthetic_dataset(path, 120, 4); // every 4th document held out
@@ -109,7 +141,7 @@ TEST_F(TrainDataset, AValidationLargerThanItsSplitIsNamed) {
   const engine::RunData data = engine::open_data(c, grid);
   ASSERT_TRUE(data.valid && data.valid->extent());
   const std::uint64_t samples = data.valid->extent()->samples;
-  const int fit = int(samples / std::uint64_t(n * c.train.micro_batch));
+  const int fit = int(samples / std::uint64_t(n * c.train.micro_batch * c.train.grad_accum));
   ASSERT_GE(fit, 1) << samples << " validation samples";
   c.train.eval_batches = fit;
   EXPECT_EQ(engine::validation_shortfall(data, c, grid), "") << "they fit";

@@ -1,13 +1,20 @@
 // Data parallelism reproduces the single-rank run: N replicas with micro-batches of 2 give the
 // same per-step losses and gradient norms as one rank with micro-batches of 2N (the same
 // samples, the gradients reduced), up to floating-point reordering: with one bucket, with
-// small buckets reduced during the backward, and with ZeRO-1. Runs at 2, 3 and 4 ranks.
+// small buckets reduced during the backward, and with ZeRO-1. Also: ZeRO-1's gather waited for
+// between steps is not reported as the next step's. Runs at 2, 3 and 4 ranks.
 //
 // Tolerance: |d| <= 1e-4 |ref| for the loss and the gradient norm at every one of 20 steps.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
+#include "engine/grad_sync.hpp"
 #include "engine/trainer.hpp"
 #include "parallel/grid.hpp"
+#include "parallel/pipeline_plan.hpp"
+#include "parallel/schedule.hpp"
 #include "tests/test_util.hpp"
 
 using namespace gridlm;
@@ -61,3 +68,27 @@ TEST(Train, DataParallelMatchesOneRank) { expect_matches_one_rank(0, 4.0); }
 TEST(Train, SmallBucketsMatchOneRank) { expect_matches_one_rank(0, 100.0 * 4 / (1 << 20)); }
 TEST(Train, ZeroMatchesOneRank) { expect_matches_one_rank(1, 100.0 * 4 / (1 << 20)); }
 TEST(Train, ZeroWithOneBucketMatchesOneRank) { expect_matches_one_rank(1, 0.0); }
+
+// ZeRO-1's parameter gather waited for between steps (before a validation or a save) is not
+// the next step's: its gather_exposed counts only what that step's forward waited. One rank
+// arrives late, so the others wait in wait_params(); no forward runs, so nothing is exposed.
+TEST(Train, ZeroGatherWaitedBetweenStepsIsNotTheNextSteps) {
+  const int n = test::world_size();
+  parallel::GridOptions all;
+  all.layout = {n, 1, 1};
+  const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, all);
+  const engine::RunConfig c = small_config(2);
+  const parallel::PipelinePlan plan =
+      parallel::plan_pipeline(parallel::make_schedule(parallel::ScheduleKind::one_f_one_b, 1, 2, 1),
+                              1, parallel::Transfers::up_front);
+  engine::PipelineModel model(c.model, 2, c.model.seq_len, grid, plan, {c.model.n_layer}, nullptr,
+                              5);
+  engine::GradSync sync(grid, "mpi", model, 100.0 * 4 / (1 << 20), 1);
+  for (int step = 0; step < 2; ++step) {
+    sync.finish(1.0, nullptr);
+    EXPECT_EQ(0.0, sync.last_timing().gather_exposed) << "step " << step;
+    sync.gather_params();
+    if (grid.rank() == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    sync.wait_params();
+  }
+}

@@ -228,6 +228,20 @@ TEST(Schedule, WarmupThenCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(learning_rate(c, 100), 0.1);
 }
 
+// A warmup that ends past the decay's end never reaches lr: the start-up report says so, with
+// how far it gets; a warmup ending at or before it is not mentioned.
+TEST(Schedule, AWarmupPastTheDecaysEndIsNoted) {
+  OptimizerConfig c;
+  c.warmup_steps = 10;
+  c.decay_steps = 10;
+  EXPECT_EQ(schedule_note(c), "");
+  c.decay_steps = 5;
+  const std::string note = schedule_note(c);
+  EXPECT_NE(note.find("train.warmup_steps"), std::string::npos) << note;
+  EXPECT_NE(note.find("0.5 of train.lr"), std::string::npos) << note;
+  EXPECT_NE(note.find("below 5"), std::string::npos) << note;
+}
+
 TEST(Schedule, DecayHorizonZeroMeansTheRunsLastStepOnceResolved) {
   OptimizerConfig c;
   c.lr = 1.0;

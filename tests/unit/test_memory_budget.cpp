@@ -88,9 +88,10 @@ TEST(MemoryBudget, StageTransfersCountWhatTheExecutorHolds) {
   EXPECT_LT(grouped.transfers, up_front.transfers / 2);
   EXPECT_DOUBLE_EQ(up_front.total(), up_front.weights + up_front.gradients + up_front.optimizer +
                                          up_front.activations + up_front.transfers);
-  // Validation posts its receives up front too: many validation micro-batches weigh more.
+  // Validation runs its global batches in forward-only steps of a few micro-batches: more of
+  // them hold no more.
   c.train.eval_batches = 100;
-  EXPECT_GT(estimate_memory(c, parallel::Layout{1, 4, 1}).transfers, up_front.transfers);
+  EXPECT_DOUBLE_EQ(estimate_memory(c, parallel::Layout{1, 4, 1}).transfers, up_front.transfers);
   // Chunks on one stage hand their tensors over in buffers too.
   c.parallel.schedule = "interleaved-1f1b";
   c.parallel.chunks = 2;

@@ -328,3 +328,18 @@ TEST(PipelinePlan, MicroBatchesBeyondTheTagFieldAreRefused) {
   const Schedule over = make_schedule(ScheduleKind::gpipe, 2, max_micro_batches + 1);
   EXPECT_THROW(plan_pipeline(over, 1, Transfers::up_front), gridlm::Error);
 }
+
+// A validation's forward-only steps: a divisor of the training step's micro-batches (so that
+// its global batches split into equal steps), as large as the virtual stages (at least 4).
+TEST(PipelinePlan, ValidationStepsDivideTheMicroBatchesAndFillThePipeline) {
+  const auto eval = [](ScheduleKind kind, int p, int m, int v) {
+    return validation_micro_batches(make_schedule(kind, p, m, v));
+  };
+  EXPECT_EQ(eval(ScheduleKind::one_f_one_b, 1, 1, 1), 1);
+  EXPECT_EQ(eval(ScheduleKind::one_f_one_b, 1, 16, 1), 4);
+  EXPECT_EQ(eval(ScheduleKind::one_f_one_b, 4, 8, 1), 4);
+  EXPECT_EQ(eval(ScheduleKind::one_f_one_b, 8, 32, 1), 8);
+  EXPECT_EQ(eval(ScheduleKind::one_f_one_b, 4, 6, 1), 3);
+  EXPECT_EQ(eval(ScheduleKind::one_f_one_b, 4, 7, 1), 1);
+  EXPECT_EQ(eval(ScheduleKind::interleaved, 4, 8, 2), 8);
+}

@@ -45,6 +45,10 @@ TEST(StageLayout, UniformSplitsEvenly) {
   const std::string msg = error_of(model(7, 512), 2, "uniform");
   EXPECT_NE(msg.find("does not divide"), std::string::npos) << msg;
   EXPECT_NE(msg.find("balanced"), std::string::npos) << "names the way out: " << msg;
+  // Too few blocks for any layout: uniform's own message, without a balanced layout to offer.
+  const std::string few = error_of(model(4, 512), 8, "uniform");
+  EXPECT_NE(few.find("'uniform'"), std::string::npos) << few;
+  EXPECT_EQ(few.find("'balanced'"), std::string::npos) << few;
 }
 
 TEST(StageLayout, BalancedGivesTheHeadStageFewerBlocks) {
