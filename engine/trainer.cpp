@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "engine/checkpoint.hpp"
 #include "engine/checkpointer.hpp"
@@ -29,6 +31,7 @@
 #include "layers/optimizer_config.hpp"
 #include "layers/parameters.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/fault_injection.hpp"
 #include "parallel/flight_recorder.hpp"
@@ -67,7 +70,7 @@ public:
     report_.startup(model_, *data_.train, optimizer_.state_bytes(), grad_sync_.buffer_bytes());
     report_.note(job_.describe());
     report_.note(validation_shortfall(data_, config, grid));
-    report_.note(layers::schedule_note(plan_.optim));
+    report_.note(layers::schedule_note(plan_.optim, config.train.steps));
     start(dry);
     if (dry) return;
     if (plan_.reference_dump) {
@@ -108,8 +111,10 @@ public:
     r.pipeline = pipeline.last_timing();
     // ZeRO-1's parameters arrive during the next step's forward; a validation reads them before.
     if (validation_->due(step)) {
+      parallel::flight::set_phase("validation", -1, -1);
       grad_sync_.wait_params();
       r.val_loss = validation_->run(pipeline, grad_sync_.scalars());
+      parallel::flight::set_phase("", -1, -1);
     } else {
       r.val_loss = std::nan("");
     }
@@ -434,11 +439,13 @@ private:
   // continue does not pass over (the job would end with its work unsaved). Only an error every
   // rank agreed on can be passed over: then no rank is left inside the collective write.
   void save(int steps, StepRecord& r, bool must) {
+    parallel::flight::set_phase("saving a checkpoint", -1, -1); // for a hang report
     grad_sync_.wait_params(); // ZeRO-1's parameters may still be arriving
     Checkpointer::Saved saved;
     try {
       write_at(steps,
                [&] { saved = checkpoints_.save(meta_, model_, optimizer_, data_.tokenizer); });
+      parallel::flight::set_phase("", -1, -1);
     } catch (const CollectiveError& e) {
       if (must || config_.checkpoint.on_save_error != "continue") throw;
       checkpoints_.discard(steps);
@@ -494,13 +501,28 @@ void check_run(const RunConfig& config, const parallel::Grid& grid) {
   }
 }
 
+namespace {
+
+// GRIDLM_STATUS_FILE: where the watchdog says the job hung (parallel::WatchdogOptions).
+std::string status_file_from_environment() {
+  const char* path = std::getenv("GRIDLM_STATUS_FILE");
+  return path != nullptr ? path : "";
+}
+
+} // namespace
+
 TrainResult train(const RunConfig& config, const parallel::Grid& grid,
                   const std::string& config_text) {
   parallel::fault::configure_from_environment();
   const parallel::Coords at = grid.coords();
-  const parallel::Watchdog watchdog(
-      parallel::WatchdogOptions{config.parallel.timeout_seconds, config.output.dir, grid.rank(),
-                                grid.size(), host_name(), at.dp, at.pp, at.tp});
+  // The run's id in its hang requests and reports: rank 0's host, process and start time.
+  std::string run_id = grid.rank() == 0 ? fmt::format("{}-{}-{:.6f}", host_name(), ::getpid(),
+                                                      parallel::flight::wall_seconds())
+                                        : std::string();
+  parallel::broadcast_text(grid.comm(), run_id);
+  const parallel::Watchdog watchdog(parallel::WatchdogOptions{
+      config.parallel.timeout_seconds, config.output.dir, grid.rank(), grid.size(), host_name(),
+      at.dp, at.pp, at.tp, run_id, status_file_from_environment()});
   Run run(config, grid, config_text);
   TrainResult result;
   result.steps_done = run.first_step();

@@ -31,14 +31,17 @@ double learning_rate(const OptimizerConfig& c, int step) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-std::string schedule_note(const OptimizerConfig& c) {
+std::string schedule_note(const OptimizerConfig& c, int steps) {
   if (c.warmup_steps <= c.decay_steps) return "";
+  // The warmup goes on past the decay's end (learning_rate tests it first), then min_lr.
+  const int top = std::min(c.warmup_steps, steps);
+  const std::string after = c.warmup_steps < steps ? ", then drops to train.min_lr" : "";
   return fmt::format("the learning rate warms up for {} steps (train.warmup_steps), past the "
-                     "decay's end at step {} (train.decay_steps, or train.steps when 0): it "
-                     "rises to {:.3g} of train.lr and then drops to train.min_lr; set "
-                     "train.warmup_steps below {} for the warmup and cosine decay",
-                     c.warmup_steps, c.decay_steps, double(c.decay_steps) / double(c.warmup_steps),
-                     c.decay_steps);
+                     "decay's end at step {} (train.decay_steps, or train.steps when 0), so "
+                     "there is no cosine decay: it rises to {:.3g} of train.lr by step {}{}; set "
+                     "train.warmup_steps below {} for the warmup and decay",
+                     c.warmup_steps, c.decay_steps, double(top) / double(c.warmup_steps), top,
+                     after, c.decay_steps);
 }
 
 AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table,

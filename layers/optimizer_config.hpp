@@ -27,8 +27,9 @@ OptimizerConfig resolve_decay(OptimizerConfig c, int steps);
 // Learning rate at `step` (0-based). Throws gridlm::Error for decay_steps = 0 (unresolved).
 double learning_rate(const OptimizerConfig& c, int step);
 
-// For the start-up report, given a resolved configuration: what is odd about the schedule (a
-// warmup past the decay's end, so the rate never reaches lr), or "".
-std::string schedule_note(const OptimizerConfig& c);
+// For the start-up report, given a resolved configuration and the run's steps: what is odd about
+// the schedule (a warmup past the decay's end: no cosine decay, and within the run's steps maybe
+// not even lr), or "".
+std::string schedule_note(const OptimizerConfig& c, int steps);
 
 } // namespace gridlm::layers

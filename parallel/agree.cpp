@@ -2,10 +2,12 @@
 #include "parallel/agree.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/flight_recorder.hpp"
 #include "parallel/mpi_check.hpp"
@@ -34,7 +36,11 @@ void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
   const int mine = local_error.empty() ? 0 : 1;
   int failures = 0;
   {
-    const flight::BlockingScope recorded("all_reduce (error agreement)", "comm", sizeof(int));
+    // With its members, so that a rank held up before the agreement (on a file system, say)
+    // is named as the one the others wait for.
+    const flight::BlockingScope recorded(
+        "all_reduce (error agreement)", "comm", sizeof(int),
+        std::make_shared<const std::vector<int>>(world_ranks(comm)));
     // Completed under the wait policy, so that an oversubscribed node does not spin here.
     MPI_Request request = MPI_REQUEST_NULL;
     GRIDLM_MPI_CHECK(MPI_Iallreduce(&mine, &failures, 1, MPI_INT, MPI_SUM, comm, &request));

@@ -244,6 +244,7 @@ double Executor::step(const Samples& samples, float loss_weight, GradReduction* 
 
 double Executor::evaluate(const Samples& samples) {
   const OpsResult r = run_ops(plan_.eval, samples, 0.0f, nullptr, nullptr, nullptr);
+  flight::set_phase("validation", -1, -1);
   std::vector<double> loss{r.loss_sum};
   pp_mpi_->all_reduce(Span<double>(loss));
   return loss[0] / plan_.eval.micro_batches;
@@ -273,7 +274,8 @@ Executor::OpsResult Executor::run_ops(const Schedule& schedule, const Samples& s
   }
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    flight::set_phase(op.kind == OpKind::F   ? "F"
+    flight::set_phase(forward_only           ? "validation F"
+                      : op.kind == OpKind::F ? "F"
                       : op.kind == OpKind::B ? "B"
                                              : "W",
                       op.micro, op.chunk);

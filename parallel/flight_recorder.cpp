@@ -11,7 +11,7 @@ namespace {
 struct State {
   std::mutex mutex;
   std::array<Record, ring_size> ring{};
-  std::array<Record, in_flight_size> in_flight{}; // seq 0: a free slot
+  std::map<std::uint64_t, Record> in_flight; // by seq, oldest first
   std::uint64_t next = 1;
   std::uint64_t waiting = 0; // seq of the operation waited on, 0 for none
   double wait_since = 0.0;
@@ -29,23 +29,14 @@ State& state() {
 }
 
 Record* find_in_flight(State& s, std::uint64_t seq) {
-  for (Record& r : s.in_flight)
-    if (r.seq == seq) return &r;
-  return nullptr;
+  const auto it = s.in_flight.find(seq);
+  return it == s.in_flight.end() ? nullptr : &it->second;
 }
 
-// A free slot, or the oldest one when all are taken (a leak of never-completed operations
-// must not stop recording).
+// A leak of never-completed operations must not grow the map without end.
 void keep_in_flight(State& s, const Record& r) {
-  Record* slot = &s.in_flight[0];
-  for (Record& x : s.in_flight) {
-    if (x.seq == 0) {
-      slot = &x;
-      break;
-    }
-    if (x.seq < slot->seq) slot = &x;
-  }
-  *slot = r;
+  if (s.in_flight.size() >= in_flight_limit) s.in_flight.erase(s.in_flight.begin());
+  s.in_flight.emplace(r.seq, r);
 }
 
 Record* find(State& s, std::uint64_t seq) {
@@ -86,10 +77,17 @@ void wait_begins(std::uint64_t seq) {
   const double now = wall_seconds();
   std::lock_guard<std::mutex> lock(s.mutex);
   Record* r = find(s, seq);
-  if (r == nullptr || r->completed >= 0.0 || s.waiting == seq) return;
+  if ((r != nullptr && r->completed >= 0.0) || s.waiting == seq || seq == 0 || seq >= s.next)
+    return;
   s.waiting = seq;
   s.wait_since = now;
-  s.wait_copy = *r;
+  if (r != nullptr) {
+    s.wait_copy = *r;
+  } else {
+    s.wait_copy = Record{};
+    s.wait_copy.seq = seq;
+    s.wait_copy.op = "an operation no longer recorded";
+  }
   ++s.activity;
 }
 
@@ -99,7 +97,7 @@ void completed(std::uint64_t seq) {
   std::lock_guard<std::mutex> lock(s.mutex);
   Record& r = s.ring[seq % ring_size];
   if (r.seq == seq && r.completed < 0.0) r.completed = now;
-  if (Record* f = find_in_flight(s, seq)) *f = Record{};
+  s.in_flight.erase(seq);
   if (s.waiting == seq) s.waiting = 0;
   ++s.activity;
 }
@@ -133,10 +131,8 @@ Snapshot snapshot() {
   const std::uint64_t first = s.next > ring_size ? s.next - ring_size : 1;
   for (std::uint64_t seq = first; seq < s.next; ++seq)
     out.recent.push_back(s.ring[seq % ring_size]);
-  for (const Record& r : s.in_flight)
-    if (r.seq != 0 && r.seq < first) out.earlier.push_back(r);
-  std::sort(out.earlier.begin(), out.earlier.end(),
-            [](const Record& a, const Record& b) { return a.seq < b.seq; });
+  for (const auto& [seq, r] : s.in_flight)
+    if (seq < first) out.earlier.push_back(r);
   out.waiting = s.waiting != 0;
   if (out.waiting) {
     const Record* r = find(s, s.waiting);
@@ -162,7 +158,7 @@ void reset() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.ring = {};
-  s.in_flight = {};
+  s.in_flight.clear();
   s.next = 1;
   s.waiting = 0;
   s.step = -1;
@@ -172,11 +168,13 @@ void reset() {
   s.activity = 0;
 }
 
-BlockingScope::BlockingScope(const char* op, const char* axis, std::size_t bytes) {
+BlockingScope::BlockingScope(const char* op, const char* axis, std::size_t bytes,
+                             std::shared_ptr<const std::vector<int>> members) {
   Record r;
   r.op = op;
   r.axis = axis;
   r.bytes = bytes;
+  r.members = std::move(members);
   seq_ = posted(r, true);
 }
 

@@ -2,12 +2,13 @@
 // which axis, with which peer, how many bytes, which tag, in which step and schedule op) and
 // which one it is waiting in, so that a hang can be explained after the fact (watchdog.hpp).
 // parallel::Comm records every operation it posts; the executor and the trainer say where in
-// the step the rank is. Cheap: a mutex and a fixed ring, no allocation per operation.
+// the step the rank is. Cheap: a mutex, a fixed ring and a map of the operations in flight.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -48,9 +49,11 @@ struct Snapshot {
 };
 
 constexpr std::size_t ring_size = 64;
-// Operations posted but not completed are also kept here until they complete, so that a wait
-// on a receive posted many operations ago is still seen (the pipeline posts its receives early).
-constexpr std::size_t in_flight_size = 256;
+// Operations posted but not completed are also kept until they complete, so that a wait on a
+// receive posted many operations ago is still seen: the pipeline posts a step's receives at its
+// start, up to two per micro-batch and chunk (4096 micro-batches). Past this many (operations
+// leaked, never completed) the oldest is forgotten.
+constexpr std::size_t in_flight_limit = std::size_t(1) << 16;
 
 // Seconds since the epoch, from the system clock (the watchdog compares ranks' times).
 double wall_seconds();
@@ -58,7 +61,8 @@ double wall_seconds();
 // The operation is posted now; the returned handle completes it. A blocking operation waits
 // at once (waiting = true).
 std::uint64_t posted(Record r, bool waiting);
-// The rank blocks on it / it is complete. Unknown or overwritten handles are ignored.
+// The rank blocks on it / it is complete. A wait on a forgotten operation is still a wait (its
+// record says only that); completing an unknown handle does nothing.
 void wait_begins(std::uint64_t seq);
 void completed(std::uint64_t seq);
 
@@ -76,7 +80,10 @@ void reset();
 // operation for the scope's duration.
 class BlockingScope {
 public:
-  BlockingScope(const char* op, const char* axis, std::size_t bytes);
+  // `members`: the world ranks of the communicator (null: not known), so that a hang report can
+  // name the rank the others wait for.
+  BlockingScope(const char* op, const char* axis, std::size_t bytes,
+                std::shared_ptr<const std::vector<int>> members = nullptr);
   ~BlockingScope();
   BlockingScope(const BlockingScope&) = delete;
   BlockingScope& operator=(const BlockingScope&) = delete;

@@ -1,10 +1,12 @@
 // The hang watchdog's thread (watchdog.hpp). It talks to the other ranks' watchdogs only
 // through files in the shared output directory, since a hung job's MPI cannot be trusted and
 // MPI may not be called from this thread: <dir>/hang/request (a newer one asks every rank for
-// its report), <dir>/hang/rank-<r>.json (the reports), <dir>/hang/report.txt (the conclusion).
+// its report), <dir>/hang/rank-<r>.json (the reports), <dir>/hang/report.txt (the conclusion,
+// or a SIGQUIT's states), <dir>/hang/concluded (the run whose hang report.txt concludes).
 #include "parallel/watchdog.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -45,6 +47,14 @@ std::string read_text(const fs::path& p) {
   return text.str();
 }
 
+// A request's id: "hang RUN RANK TIME" or "dump RUN RANK TIME". Whether it is `run`'s.
+bool of_run(const std::string& id, const std::string& run) {
+  std::istringstream words(id);
+  std::string kind, its;
+  words >> kind >> its;
+  return its == run;
+}
+
 // Written whole or not at all, so that a reader never sees half a report.
 void write_file(const fs::path& p, const std::string& text) {
   std::error_code ec;
@@ -73,6 +83,10 @@ void sleep_seconds(double s) { std::this_thread::sleep_for(std::chrono::duration
 } // namespace
 
 Watchdog::Watchdog(WatchdogOptions options) : options_(std::move(options)) {
+  // One word in the requests' "KIND RUN RANK TIME", whatever the host's name holds.
+  for (char& c : options_.run)
+    if (std::isspace(static_cast<unsigned char>(c))) c = '_';
+  if (options_.run.empty()) options_.run = "-";
   started_ = flight::wall_seconds();
   if (options_.timeout_seconds <= 0) return;
   // Only while a watchdog can answer: otherwise SIGQUIT keeps its default meaning.
@@ -121,7 +135,9 @@ struct Reporter {
       if (mtime(e.path()) < since) continue;
       std::ifstream f(e.path());
       json j = json::parse(f, nullptr, false);
-      if (!j.is_discarded() && j.contains("rank")) all.push_back(std::move(j));
+      if (j.is_discarded() || !j.contains("rank") || !j.contains("request")) continue;
+      if (!j["request"].is_string() || !of_run(j["request"], options.run)) continue;
+      all.push_back(std::move(j));
     }
     std::sort(all.begin(), all.end(),
               [](const json& a, const json& b) { return a["rank"] < b["rank"]; });
@@ -143,7 +159,13 @@ struct Reporter {
                         options.rank, deadline, dir.string(), exit_hung));
       std::_Exit(exit_hung);
     }).detach();
-    const std::string id = fmt::format("hang {} {:.6f}", options.rank, detected_at);
+    if (!options.status_file.empty()) {
+      write_file(options.status_file,
+                 fmt::format("{} hang: a rank waited more than parallel.timeout_seconds = {:g} s "
+                             "in one operation; see {}/report.txt\n",
+                             exit_hung, options.timeout_seconds, dir.string()));
+    }
+    const std::string id = fmt::format("hang {} {} {:.6f}", options.run, options.rank, detected_at);
     report(detected_at, id);
     write_file(request, id + "\n");
     const double asked = mtime(request);
@@ -158,19 +180,34 @@ struct Reporter {
       print(head + a.text + "gridlm: ending the job (exit status " + std::to_string(exit_hung) +
             "); raise parallel.timeout_seconds if a wait this long is expected\n");
       write_file(dir / "report.txt", head + a.text);
-    } else {
-      // The leader ends the job when it has concluded; ending first could kill it unheard.
-      for (double waited = 0.0; waited < 2.0 * grace + 5.0; waited += poll) {
-        if (mtime(dir / "report.txt") >= asked) break;
-        sleep_seconds(poll);
+      write_file(dir / "concluded", options.run + "\n");
+    }
+    end_with_the_others(asked);
+  }
+
+  // Every rank ends with exit_hung at one moment: a poll and a half after the leader's
+  // conclusion (by its file's time), when all have seen it; a rank ending before the others
+  // would have the launcher kill them and report the signal as the job's status. Without a
+  // conclusion in the time the leader is given, at once.
+  [[noreturn]] void end_with_the_others(double asked) const {
+    for (double waited = 0.0; waited < 2.0 * grace + 5.0; waited += poll) {
+      // Not report.txt: a SIGQUIT's states, or another run's conclusion, are written there too.
+      const double concluded = mtime(dir / "concluded");
+      if (concluded >= asked && read_text(dir / "concluded") == options.run + "\n") {
+        // By the file's time, bounded: a file server's clock may run ahead of this node's.
+        const double wait = concluded + 1.5 * poll + 0.2 - flight::wall_seconds();
+        sleep_seconds(std::clamp(wait, 0.0, 2.0 * poll + 0.5));
+        break;
       }
+      sleep_seconds(poll);
     }
     std::_Exit(exit_hung);
   }
 
   // SIGQUIT: every rank's state, and the run goes on. Returns the request's time.
   double dump() const {
-    const std::string id = fmt::format("dump {} {:.6f}", options.rank, flight::wall_seconds());
+    const std::string id =
+        fmt::format("dump {} {} {:.6f}", options.run, options.rank, flight::wall_seconds());
     write_file(request, id + "\n");
     const double asked = mtime(request);
     report(-1.0, id);
@@ -199,12 +236,18 @@ void Watchdog::loop(int dumps_seen) {
                           dir / "request",
                           dir / fmt::format("rank-{}.json", options_.rank)};
   double answered = started_;
-  // A request newer than the last answered, and a SIGQUIT not yet acted on.
+  // A request of this run newer than the last answered, and a SIGQUIT not yet acted on. A hang
+  // request ends this process too, once the leader has concluded.
   const auto answer = [&] {
     try {
       if (const double asked = mtime(reporter.request); asked > answered) {
         answered = asked;
-        reporter.report(-1.0, read_text(reporter.request));
+        std::string id = read_text(reporter.request);
+        if (!id.empty() && id.back() == '\n') id.pop_back();
+        if (of_run(id, options_.run)) {
+          reporter.report(-1.0, id);
+          if (id.rfind("hang ", 0) == 0) reporter.end_with_the_others(asked);
+        }
       }
       if (const int dumps = dump_requests.load(); dumps != dumps_seen) {
         dumps_seen = dumps;

@@ -3,7 +3,10 @@
 // it knows to <dir>/hang/rank-<r>.json, asks every other rank's watchdog (through a file in
 // the same, shared directory) to write theirs, reads them, names the likely culprit (the rank
 // the others wait for), prints that to stderr and to <dir>/hang/report.txt, and ends the
-// process with exit_hung, which makes mpiexec and srun end the job.
+// process with exit_hung; every other rank's watchdog, having answered, ends its process with
+// exit_hung too (the stuck one included: its watchdog is a thread of its own), so that the
+// launcher reports the job's status as 76 rather than its kill signal. Requests and reports
+// carry the run's id: another run writing to the same directory is not answered, nor read.
 // While a watchdog runs, SIGQUIT asks for the same reports without stopping (written to
 // <dir>/hang/ too).
 #pragma once
@@ -28,6 +31,11 @@ struct WatchdogOptions {
   int world_size = 1;
   std::string host;
   int dp = 0, pp = 0, tp = 0; // grid coordinates
+  std::string run;            // the same on every rank of the run, unlike any other run's
+  // Where a rank that detects a hang writes "76 <why>" ("": nowhere), for a job script: the
+  // launcher reports the status of the ranks it killed (srun: 128 + 9), not 76
+  // (GRIDLM_STATUS_FILE, which jobscripts/train.sbatch sets).
+  std::string status_file;
 };
 
 class Watchdog {

@@ -13,7 +13,9 @@
 #              a short run, the second finds it done and exits at once;
 #   badconfig  a configuration with an error fails within seconds, its error in the job output;
 #   crash      one rank is killed mid-run (SIGKILL): the whole job ends within seconds, and the
-#              next job resumes from the newest complete checkpoint and finishes.
+#              next job resumes from the newest complete checkpoint and finishes;
+#   hang       one rank sleeps forever (GRIDLM_FAULT): the watchdog ends the job, whose exit
+#              code is 76 (srun alone reports the kill of the other rank), not requeued.
 # Usage: jobs.sh MODE GRIDLM SOURCE_DIR WORKDIR   (with SLURM_CONF set to the cluster's)
 set -u
 mode=$1 gridlm=$2 src=$3 work=$4
@@ -137,6 +139,14 @@ case $mode in
     wait_job "$job" 120
     log "ended $(($(date +%s) - t0)) s after submission"
     cat gridlm-train-"$job".out
+    ;;
+  hang)
+    job=$(GRIDLM_FAULT=hang:1:30 submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" \
+      --set train.steps=400 --set parallel.timeout_seconds=2)
+    wait_job "$job" 120
+    log "job $job: $(scontrol show job "$job" | grep -o 'ExitCode=[0-9:]*')"
+    cat gridlm-train-"$job".out
+    log "status files left: $(ls -A | grep -c '^\.gridlm-status')"
     ;;
   crash)
     job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=400 \

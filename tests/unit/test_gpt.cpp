@@ -228,18 +228,28 @@ TEST(Schedule, WarmupThenCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(learning_rate(c, 100), 0.1);
 }
 
-// A warmup that ends past the decay's end never reaches lr: the start-up report says so, with
-// how far it gets; a warmup ending at or before it is not mentioned.
+// A warmup that ends past the decay's end leaves no cosine decay: the start-up report says so,
+// with how far the rate gets within the run, as learning_rate gives it; a warmup ending at or
+// before the decay's end is not mentioned.
 TEST(Schedule, AWarmupPastTheDecaysEndIsNoted) {
   OptimizerConfig c;
+  c.lr = 1.0;
+  c.min_lr = 0.1;
   c.warmup_steps = 10;
   c.decay_steps = 10;
-  EXPECT_EQ(schedule_note(c), "");
-  c.decay_steps = 5;
-  const std::string note = schedule_note(c);
-  EXPECT_NE(note.find("train.warmup_steps"), std::string::npos) << note;
-  EXPECT_NE(note.find("0.5 of train.lr"), std::string::npos) << note;
+  EXPECT_EQ(schedule_note(c, 10), "");
+  c.decay_steps = 5; // the run's end: the warmup reaches half of lr
+  std::string note = schedule_note(c, 5);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 4), 0.5);
+  EXPECT_NE(note.find("rises to 0.5 of train.lr by step 5;"), std::string::npos) << note;
   EXPECT_NE(note.find("below 5"), std::string::npos) << note;
+  // An earlier decay end in a longer run: the warmup reaches lr, then min_lr.
+  note = schedule_note(c, 24);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 9), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 10), 0.1);
+  EXPECT_NE(note.find("rises to 1 of train.lr by step 10, then drops to train.min_lr"),
+            std::string::npos)
+      << note;
 }
 
 TEST(Schedule, DecayHorizonZeroMeansTheRunsLastStepOnceResolved) {

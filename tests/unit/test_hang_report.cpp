@@ -2,13 +2,19 @@
 // which rank it names, and the flight recorder's bookkeeping of waits that those reports read.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 #include <vector>
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include "parallel/comm_mpi.hpp"
 #include "parallel/flight_recorder.hpp"
 #include "parallel/hang_report.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace gridlm::parallel {
 namespace {
@@ -211,6 +217,88 @@ TEST(FlightRecorder, AWaitOnAnOperationPostedLongAgoIsSeen) {
   s = flight::snapshot();
   EXPECT_FALSE(s.waiting);
   EXPECT_TRUE(s.earlier.empty());
+}
+
+// A pipeline of many micro-batches posts thousands of receives when a step begins (two per
+// micro-batch and chunk); a wait on the first of them, the one a hang stops at, is seen with its
+// record (it was lost past 256 in flight, and the hang went unnoticed).
+TEST(FlightRecorder, AWaitOnTheFirstOfThousandsOfReceivesIsSeen) {
+  flight::reset();
+  std::vector<std::uint64_t> seqs;
+  for (int i = 0; i < 5000; ++i) {
+    flight::Record r;
+    r.op = "recv";
+    r.axis = "pp";
+    r.peer = 1;
+    r.tag = i;
+    seqs.push_back(flight::posted(r, false));
+  }
+  EXPECT_EQ(flight::snapshot().earlier.size(), 5000u - flight::ring_size);
+  flight::wait_begins(seqs.front());
+  flight::Snapshot s = flight::snapshot();
+  ASSERT_TRUE(s.waiting);
+  EXPECT_STREQ(s.wait.op, "recv");
+  EXPECT_EQ(s.wait.tag, 0);
+  for (std::uint64_t seq : seqs)
+    flight::completed(seq);
+  s = flight::snapshot();
+  EXPECT_FALSE(s.waiting);
+  EXPECT_TRUE(s.earlier.empty());
+}
+
+// An agreement on errors, recorded with its communicator's members, names the rank that never
+// came to it (it was "no rank waits for another that the reports name").
+TEST(FlightRecorder, ABlockingScopeWithItsMembersNamesTheRankThatNeverCame) {
+  flight::reset();
+  std::vector<json> reports;
+  {
+    const flight::BlockingScope agreement(
+        "all_reduce (error agreement)", "comm", 4,
+        std::make_shared<const std::vector<int>>(std::vector<int>{0, 1}));
+    reports.push_back(rank_report({1, "b", 0, 1, 0}, flight::snapshot(), -1.0, "", 10.0));
+  }
+  flight::reset();
+  reports.insert(reports.begin(),
+                 rank_report({0, "a", 0, 0, 0}, flight::snapshot(), -1.0, "", 10.0));
+  const HangAnalysis a = analyse_hang(reports, 2);
+  EXPECT_EQ(a.culprit, 0) << a.text;
+}
+
+// Two runs writing to one output directory: a watchdog answers its own run's requests only (it
+// answered any, and another run's hang conclusion read its report).
+TEST(Watchdog, AnswersOnlyItsOwnRunsRequests) {
+  namespace fs = std::filesystem;
+  flight::reset();
+  const fs::path dir =
+      fs::temp_directory_path() / ("gridlm-watchdog-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "hang");
+  const fs::path mine = dir / "hang" / "rank-0.json";
+  const auto ask = [&](const std::string& id) {
+    std::ofstream(dir / "hang" / "request.tmp") << id << "\n";
+    fs::rename(dir / "hang" / "request.tmp", dir / "hang" / "request");
+  };
+  const auto answered = [&](double seconds) {
+    for (int i = 0; i < int(seconds / 0.02) && !fs::exists(mine); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return fs::exists(mine);
+  };
+  {
+    WatchdogOptions o;
+    o.timeout_seconds = 60.0; // polls every second: no hang in this test
+    o.dir = dir.string();
+    o.run = "run-a";
+    const Watchdog watchdog(o);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ask("dump run-b 1 5.0");
+    EXPECT_FALSE(answered(2.5)) << "answered another run's request";
+    ask("dump run-a 1 6.0");
+    ASSERT_TRUE(answered(2.5)) << "did not answer its own run's request";
+  }
+  std::ifstream f(mine);
+  const json j = json::parse(f);
+  EXPECT_EQ(j["request"], "dump run-a 1 6.0");
+  fs::remove_all(dir);
 }
 
 TEST(FlightRecorder, BeforeTheFirstStepTheTimeInPhaseIsSmall) {

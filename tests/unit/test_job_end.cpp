@@ -44,6 +44,7 @@ WatchdogOptions slow_polling(const fs::path& dir) {
   o.dir = dir.string();
   o.world_size = 2;
   o.host = "test";
+  o.run = "r1";
   return o;
 }
 
@@ -54,11 +55,12 @@ TEST(Watchdog, ARequestMadeJustBeforeTheRunEndsIsAnswered) {
     // File times are coarser than the watchdog's clock: a request written in the same tick as
     // its start could look older than the run.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::ofstream(dir / "hang" / "request") << "dump 1 123.000000\n";
+    std::ofstream(dir / "hang" / "request") << "dump r1 1 123.000000\n";
   }
   ASSERT_TRUE(fs::exists(dir / "hang" / "rank-0.json"))
       << "the run ended before the watchdog's poll and the request went unanswered";
-  EXPECT_NE(read_text(dir / "hang" / "rank-0.json").find("dump 1 123.000000"), std::string::npos);
+  EXPECT_NE(read_text(dir / "hang" / "rank-0.json").find("dump r1 1 123.000000"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -66,6 +68,7 @@ TEST(Watchdog, ASigquitJustBeforeTheRunEndsIsReported) {
   const fs::path dir = fresh_dir("sigquit");
   WatchdogOptions o = slow_polling(dir);
   o.timeout_seconds = 5.0; // a poll each 0.5 s; the dump waits 2 s for other ranks' reports
+  o.run = "a host-1";      // a host's name may hold a space: its own report is still read
   {
     const Watchdog watchdog(o);
     ASSERT_EQ(std::raise(SIGQUIT), 0);
