@@ -84,6 +84,15 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
   std::printf("batch: %d sequences x %d tokens x %d micro-batches x %d replicas = %d tokens "
               "per step; MFU against %.1f GFLOP/s per rank (train.peak_gflops)\n",
               B, T, tc.grad_accum, dp, B * T * tc.grad_accum * dp, tc.peak_gflops);
+  if (tc.eval_every > 0) {
+    // Its cost: eval_batches global batches forward, as many micro-batches as eval_batches
+    // training steps' forwards.
+    std::printf("validation: every %d steps and after the last, train.eval_batches = %d global "
+                "batches (%lld sequences), in forward-only steps of %d micro-batches\n",
+                tc.eval_every, tc.eval_batches,
+                static_cast<long long>(tc.eval_batches) * tc.grad_accum * dp * B,
+                plan_.pipeline.eval.micro_batches);
+  }
   const parallel::Schedule& schedule = plan_.pipeline.train;
   if (grid_.layout().pp > 1) {
     std::printf("pipeline: %s, %d stages x %d chunk(s), %d micro-batches, blocks per virtual "

@@ -215,7 +215,10 @@ struct Reporter {
         "gridlm: SIGQUIT on rank {}: the state of every rank (the job goes on); reports in "
         "{}/rank-*.json\n",
         options.rank, dir.string());
-    for (const json& r : gather(asked))
+    // Reports a grace before this request count too: when every rank is signalled at once
+    // (scancel --signal=QUIT), the others wrote theirs for their own requests, just before this
+    // one, and are in their own dumps, not answering it.
+    for (const json& r : gather(asked - grace))
       text += "state: " + describe_rank(r) + "\n";
     print(text);
     write_file(dir / "report.txt", text);

@@ -2,7 +2,8 @@
 # A hung job explains itself (parallel/watchdog.hpp). GRIDLM_FAULT makes one rank drop a send or
 # sleep forever; with parallel.timeout_seconds = 2 the job must end on its own with status 76,
 # a report from every rank in output.dir/hang/, and the culprit named. Or, with `dump`, SIGQUIT
-# to one rank mid-run writes every rank's state and the run goes on to the end. With
+# to one rank mid-run writes every rank's state and the run goes on to the end; `dump_all`
+# signals every rank at once (as `scancel --signal=QUIT` does). With
 # HANG_QUIT_AFTER=S and a fault, SIGQUIT reaches rank HANG_QUIT_RANK (default 1) S seconds after
 # step 2 is logged: its states, written while the hang is being concluded, must not cut the
 # conclusion short.
@@ -16,7 +17,7 @@ rm -rf "$work"
 mkdir -p "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 start=$(date +%s)
-if [[ $fault == dump ]]; then
+if [[ $fault == dump || $fault == dump_all ]]; then
   timeout 120 "$mpiexec" -n "$ranks" "$gridlm" train --config "$config" --set train.steps=1500 \
     --set train.log_every=500 --set output.metrics=metrics.jsonl --set output.dir="$work" "$@" &
   pid=$!
@@ -25,7 +26,10 @@ if [[ $fault == dump ]]; then
     sleep 0.1
   done
   # One rank's process (not mpiexec's): the others learn of it through output.dir/hang/request.
-  pkill -QUIT -o -f "^[^ ]*gridlm train .*output\.dir=$work( |$)"
+  # Or all of them.
+  oldest=(-o)
+  [[ $fault == dump_all ]] && oldest=()
+  pkill -QUIT "${oldest[@]}" -f "^[^ ]*gridlm train .*output\.dir=$work( |$)"
   for _ in $(seq 100); do [[ -f $work/hang/report.txt ]] && break; sleep 0.1; done
   wait $pid
 else
