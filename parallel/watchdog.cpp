@@ -177,8 +177,19 @@ struct Reporter {
           "gridlm: hang: rank {} waited more than parallel.timeout_seconds = {:g} s in one "
           "operation; every rank's recent operations are in {}/rank-*.json\n",
           options.rank, options.timeout_seconds, dir.string());
+      // What to do next: the run goes on from its newest checkpoint, on other nodes when the
+      // culprit's may be at fault.
+      std::string host;
+      for (const json& r : all)
+        if (r["rank"] == a.culprit && r.contains("host")) host = r["host"];
+      const std::string without =
+          host.empty()
+              ? ""
+              : fmt::format(", without {} if it is at fault (sbatch --exclude={})", host, host);
       print(head + a.text + "gridlm: ending the job (exit status " + std::to_string(exit_hung) +
-            "); raise parallel.timeout_seconds if a wait this long is expected\n");
+            "); raise parallel.timeout_seconds if a wait this long is expected; else submit "
+            "the job again with --resume auto to go on from the newest checkpoint" +
+            without + "\n");
       write_file(dir / "report.txt", head + a.text);
       write_file(dir / "concluded", options.run + "\n");
     }
