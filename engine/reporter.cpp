@@ -90,7 +90,7 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
     std::printf("validation: every %d steps and after the last, train.eval_batches = %d global "
                 "batches (%lld sequences), in forward-only steps of %d micro-batches\n",
                 tc.eval_every, tc.eval_batches,
-                static_cast<long long>(tc.eval_batches) * tc.grad_accum * dp * B,
+                static_cast<long long>(tc.eval_batches * global_batch(tc, dp)),
                 plan_.pipeline.eval.micro_batches);
   }
   const parallel::Schedule& schedule = plan_.pipeline.train;
@@ -180,9 +180,8 @@ double Reporter::step(const StepRecord& r) {
       dropped ? none : flops_per_step_ / r.seconds / (tc.peak_gflops * 1e9 * grid_.size());
   const bool validated = std::isfinite(r.val_loss);
   if (validated) {
-    std::printf(
-        "step %5d/%d | validation loss %.4f (%lld sequences)\n", r.step + 1, tc.steps, r.val_loss,
-        static_cast<long long>(tc.eval_batches) * tc.grad_accum * layout.dp * tc.micro_batch);
+    std::printf("step %5d/%d | validation loss %.4f (%lld sequences)\n", r.step + 1, tc.steps,
+                r.val_loss, static_cast<long long>(tc.eval_batches * global_batch(tc, layout.dp)));
   }
   if (metrics_.is_open()) {
     metrics_ << metrics_record(r, rate, mfu).dump() << "\n";

@@ -3,6 +3,7 @@
 // (TOML, --set) is app/config's; the engine sees only these values.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "layers/model_config.hpp"
@@ -32,6 +33,11 @@ struct TrainConfig {
   std::string skip_steps = "";   // steps (from 1) whose batches are read and dropped: "41,90-95"
   layers::OptimizerConfig optim; // AdamW, clipping and schedule (keys under [train])
 };
+
+// Sequences per optimizer step over all replicas: micro_batch x grad_accum x dp.
+inline std::int64_t global_batch(const TrainConfig& t, int dp) {
+  return std::int64_t(t.micro_batch) * t.grad_accum * dp;
+}
 
 struct DataConfig {
   std::string source = "synthetic"; // synthetic, or the path of a dataset file (prepare-data)

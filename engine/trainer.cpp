@@ -284,8 +284,7 @@ private:
       meta_.data_tokens = std::int64_t(extent->tokens);
       meta_.data_documents = std::int64_t(extent->documents);
     }
-    meta_.global_batch =
-        std::int64_t(config_.train.micro_batch) * config_.train.grad_accum * grid_.layout().dp;
+    meta_.global_batch = global_batch(config_.train, grid_.layout().dp);
     meta_.decay_steps = plan_.optim.decay_steps;
     meta_.layout =
         fmt::format("{}; schedule {}, {} chunk(s), blocks per virtual stage {}",
@@ -353,8 +352,7 @@ private:
   // batch (a new dp with the same train.micro_batch, say) and the end of the learning rate's
   // decay (a new train.steps with train.decay_steps = 0). Both are allowed; both are said.
   void note_changed_course(const CheckpointMeta& m) const {
-    const std::int64_t batch =
-        std::int64_t(config_.train.micro_batch) * config_.train.grad_accum * grid_.layout().dp;
+    const std::int64_t batch = global_batch(config_.train, grid_.layout().dp);
     if (m.global_batch > 0 && m.global_batch != batch) {
       report_.note(fmt::format(
           "the global batch changes from {} to {} sequences a step (train.micro_batch {} x "
@@ -380,9 +378,7 @@ private:
 
   // The data cursor before step `steps`: samples read by the steps before it.
   std::uint64_t samples_before(int steps) const {
-    const std::uint64_t per_step = std::uint64_t(config_.train.grad_accum) *
-                                   std::uint64_t(grid_.layout().dp) *
-                                   std::uint64_t(config_.train.micro_batch);
+    const auto per_step = std::uint64_t(global_batch(config_.train, grid_.layout().dp));
     return first_samples_ + std::uint64_t(steps - first_step_) * per_step;
   }
 

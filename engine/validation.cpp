@@ -31,9 +31,7 @@ std::string validation_shortfall(const RunData& data, const RunConfig& config,
                                  const parallel::Grid& grid) {
   if (config.train.eval_every <= 0 || !data.valid) return "";
   const auto extent = data.valid->extent();
-  const std::uint64_t batch = std::uint64_t(grid.layout().dp) *
-                              std::uint64_t(config.train.micro_batch) *
-                              std::uint64_t(config.train.grad_accum);
+  const auto batch = std::uint64_t(global_batch(config.train, grid.layout().dp));
   const std::uint64_t need = std::uint64_t(config.train.eval_batches) * batch;
   if (!extent || need <= extent->samples) return "";
   const std::string what = fmt::format(
