@@ -9,6 +9,11 @@
 #              exits 75, requeues itself, resumes and finishes; the final weights equal an
 #              uninterrupted run's, bit for bit;
 #   signal     `scancel --signal=USR1` mid-run: a checkpoint, a requeue, the end of the run;
+#   preempt    `scontrol requeue` of the running job, which is what a preemption with
+#              PreemptMode=REQUEUE does: SIGTERM to the batch script and every rank, SIGKILL
+#              KillWait (5 s here) later, the job back in the queue. gridlm saves within it, the
+#              job runs again from that checkpoint and finishes with an uninterrupted run's
+#              weights, bit for bit;
 #   campaign   two jobs of the same name chained with --dependency=singleton: the first finishes
 #              a short run, the second finds it done and exits at once;
 #   badconfig  a configuration with an error fails within seconds, its error in the job output;
@@ -131,6 +136,17 @@ case $mode in
     log "sent SIGUSR1 to job $job"
     wait_job "$job" 400
     cat gridlm-train-"$job".out
+    ;;
+  preempt)
+    job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=400)
+    wait_steps 100
+    scontrol requeue "$job" && log "requeued job $job while it ran, as a preemption does"
+    wait_job "$job" 400
+    cat gridlm-train-"$job".out
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 timeout 300 mpiexec -n 2 "$gridlm" train \
+      --config run.toml --set train.steps=400 --set output.dir=whole --set checkpoint.dir= \
+      >/dev/null
+    same_weights out/model.h5 whole/model.h5
     ;;
   badconfig)
     echo 'bogus_key = 1' >>run.toml
