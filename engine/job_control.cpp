@@ -2,6 +2,8 @@
 #include "engine/job_control.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -53,14 +55,17 @@ JobControl::Decision JobControl::after_step(double step_seconds, double save_sec
   // limit is near]: the maximum over the ranks is the strongest request and one of its signals.
   std::vector<int> mine{static_cast<int>(signal.request) * 100 + signal.signal, 0};
   double left = 0.0;
+  std::string note;
   if (deadline_ >= 0.0) {
     left = deadline_ - parallel::steady_seconds();
+    if (left <= margin() && !looked_again_) note = look_again(left);
     mine[1] = left <= margin() ? 1 : 0;
   }
   std::vector<int> all = mine;
   parallel::MpiComm world(parallel::borrow_comm(grid_.comm()), "world");
   world.all_reduce(Span<int>(all), parallel::ReduceOp::max);
   Decision d;
+  d.note = std::move(note);
   if (all[0] > 0) {
     d.save = true;
     d.stop = all[0] / 100 == static_cast<int>(SignalRequest::stop);
@@ -73,6 +78,24 @@ JobControl::Decision JobControl::after_step(double step_seconds, double save_sec
                                  : "the job's time limit";
   }
   return d;
+}
+
+std::string JobControl::look_again(double& left) {
+  looked_again_ = true;
+  std::optional<JobDeadline> now;
+  try {
+    now = read_job_deadline(true);
+  } catch (const std::exception&) {
+    return ""; // an answer not understood now: the end known before stands
+  }
+  if (!now || now->seconds_left <= left + 1.0) return "";
+  deadline_ = parallel::steady_seconds() + now->seconds_left;
+  looked_again_ = false;
+  const double was = left;
+  left = now->seconds_left;
+  return fmt::format("the job's time limit was extended: it ends in {:.1f} min instead of {:.1f} "
+                     "(from {}); the run goes on",
+                     left / 60.0, was / 60.0, now->source);
 }
 
 std::string JobControl::describe() const {

@@ -4,7 +4,9 @@
 // (engine/job_deadline) is nearer than the exit margin, so that the run saves a checkpoint and
 // stops while it still can even when no signal arrives. The margin is train.exit_margin_minutes,
 // or by default what the run has measured: twice its slowest step, twice its slowest save (before
-// the first, 5 s plus the checkpoint's size at 100 MiB/s) and 10 s to exit.
+// the first, 5 s plus the checkpoint's size at 100 MiB/s) and 10 s to exit. Before stopping
+// for the time limit, rank 0 asks squeue again: a limit an administrator extended meanwhile
+// lets the run go on in this job instead of stopping and waiting in the queue.
 #pragma once
 
 #include <algorithm>
@@ -26,6 +28,7 @@ public:
     bool save = false;  // save a checkpoint now
     bool stop = false;  // and end the run (the job is ending)
     std::string reason; // why, in words ("SIGUSR1", "the job's time limit in 40 s")
+    std::string note;   // rank 0: news to print (the job's time limit was extended)
   };
   // Collective over the grid, after a step that took `step_seconds`; `save_seconds` is the
   // time of a save this step made (0 when none).
@@ -39,10 +42,14 @@ public:
 
 private:
   double margin() const; // seconds
+  // Rank 0, the time limit within the margin: asks Slurm again, once for each end it knows, in
+  // case the limit was extended while the job ran. `left` becomes the new time left if so.
+  std::string look_again(double& left);
   const parallel::Grid& grid_;
   double margin_minutes_ = -1.0; // train.exit_margin_minutes; < 0: measured
   double deadline_ = -1.0;       // rank 0: steady_seconds() when the job ends; < 0: none
   std::string source_;           // where the deadline came from
+  bool looked_again_ = false;    // rank 0: Slurm asked again since deadline_ was last set
   double first_save_guess_ = 0.0, slowest_step_ = 0.0, slowest_save_ = 0.0;
 };
 

@@ -76,10 +76,11 @@ std::optional<double> parse_slurm_duration(const std::string& raw) {
   return days * 86400.0 + seconds;
 }
 
-std::optional<JobDeadline> read_job_deadline() {
+std::optional<JobDeadline> read_job_deadline(bool live) {
   const char* job = std::getenv("SLURM_JOB_ID");
   if (job == nullptr || *job == '\0') return std::nullopt;
-  if (const char* end = std::getenv("SLURM_JOB_END_TIME"); end != nullptr && all_digits(end)) {
+  if (const char* end = std::getenv("SLURM_JOB_END_TIME");
+      !live && end != nullptr && all_digits(end)) {
     const double left = std::atof(end) - double(std::time(nullptr));
     const char* start = std::getenv("SLURM_JOB_START_TIME");
     const double limit =
@@ -87,8 +88,10 @@ std::optional<JobDeadline> read_job_deadline() {
     return JobDeadline{left, "SLURM_JOB_END_TIME", limit};
   }
   if (!all_digits(job)) return std::nullopt;
-  const std::optional<std::string> line =
-      first_line_of(fmt::format("squeue -h -j {} -o \"%L %l\" 2>/dev/null", job));
+  // While the job runs the other ranks wait for this answer: a slurmctld that does not reply
+  // must not hold them (where `timeout` is missing, the end known before stands).
+  const std::optional<std::string> line = first_line_of(
+      fmt::format("{}squeue -h -j {} -o \"%L %l\" 2>/dev/null", live ? "timeout 20 " : "", job));
   if (!line) return std::nullopt; // no squeue here: the signals still stop the run
   const std::size_t space = line->find(' ');
   const std::optional<double> seconds = parse_slurm_duration(line->substr(0, space));

@@ -18,8 +18,9 @@ struct JobDeadline {
 };
 
 // Reads it now (one rank is enough: it is the job's). Throws gridlm::Error when Slurm's answer
-// cannot be understood.
-std::optional<JobDeadline> read_job_deadline();
+// cannot be understood. `live`: from squeue only, which follows a limit changed while the job
+// runs (`scontrol update JobId=N TimeLimit=...`); SLURM_JOB_END_TIME is the end at the start.
+std::optional<JobDeadline> read_job_deadline(bool live = false);
 
 // Slurm's time format of `squeue -o %L`: [days-][hours:]minutes:seconds, or UNLIMITED /
 // NOT_SET / INVALID (no limit: nullopt). Throws gridlm::Error naming the text otherwise.

@@ -394,6 +394,7 @@ private:
   // `seconds`: the whole step's, validation and a save included.
   void answer_job(int step, StepRecord& r, double seconds) {
     const JobControl::Decision job = job_.after_step(seconds, r.checkpoint_seconds);
+    if (!job.note.empty()) report_.note(fmt::format("step {}: {}", step + 1, job.note));
     if (!job.save) return;
     const bool last = step == config_.train.steps - 1;
     if (!checkpoints_.enabled()) {

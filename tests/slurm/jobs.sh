@@ -8,6 +8,8 @@
 #              steps, a 42 s exit margin): it saves a checkpoint before the limit (no signal),
 #              exits 75, requeues itself, resumes and finishes; the final weights equal an
 #              uninterrupted run's, bit for bit;
+#   extend     the time limit of a running 2-minute job raised to 5 (`scontrol update
+#              TimeLimit`) before its exit margin comes: the run finishes in that one job;
 #   signal     `scancel --signal=USR1` mid-run: a checkpoint, a requeue, the end of the run;
 #   preempt    `scontrol requeue` of the running job, which is what a preemption with
 #              PreemptMode=REQUEUE does: SIGTERM to the batch script and every rank, SIGKILL
@@ -128,6 +130,16 @@ case $mode in
     grep -q "0 steps would run from step 300" gridlm-train-"$second".out &&
       log "campaign: job $second found the run done"
     cat gridlm-train-"$second".out
+    ;;
+  extend)
+    # With an 84 s exit margin the 2-minute job would stop about 30 s into its 1200 steps.
+    sed -i 's/^steps = .*/steps = 1200/' run.toml
+    job=$(submit --nodes=2 --ntasks-per-node=1 --time=2 --signal=CONT@5 "$train" \
+      --set train.exit_margin_minutes=1.4)
+    wait_steps 20
+    scontrol update JobId="$job" TimeLimit=5 && log "raised job $job's time limit to 5 minutes"
+    wait_job "$job" 400
+    cat gridlm-train-"$job".out
     ;;
   signal)
     job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=400)

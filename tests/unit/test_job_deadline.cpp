@@ -1,13 +1,17 @@
 // Reading the job's end from Slurm (engine/job_deadline): squeue's time-left format in all its
 // forms, the words for "no limit", text that is not a duration, and SLURM_JOB_END_TIME, which
-// wins over squeue. And the exit margin a signalled save widens (engine/job_control).
+// wins over squeue. And the exit margin a signalled save widens, and a limit extended while the
+// job runs (engine/job_control).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include "engine/job_control.hpp"
 #include "engine/job_deadline.hpp"
@@ -102,6 +106,54 @@ TEST(JobControl, AJobWhoseLimitIsWithinItsMarginIsRefused) {
   unsetenv("SLURM_JOB_START_TIME");
   config.train.exit_margin_minutes = 1;
   EXPECT_NO_THROW(JobControl(config, grid, 1 << 20)) << "the limit is not known";
+  unsetenv("SLURM_JOB_ID");
+  unsetenv("SLURM_JOB_END_TIME");
+}
+
+// Before stopping for the time limit, rank 0 asks squeue again (SLURM_JOB_END_TIME is the end as
+// the job started): an administrator's `scontrol update TimeLimit` lets the run go on. A fake
+// squeue first in PATH answers for Slurm.
+TEST(JobControl, ALimitExtendedWhileTheJobRunsLetsTheRunGoOn) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("gridlm-squeue-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto answer = [&](const std::string& line) {
+    std::ofstream(dir / "squeue") << "#!/bin/sh\necho '" << line << "'\n";
+    std::filesystem::permissions(dir / "squeue", std::filesystem::perms::owner_all);
+  };
+  const std::string path = std::getenv("PATH");
+  setenv("PATH", (dir.string() + ":" + path).c_str(), 1);
+  setenv("SLURM_JOB_ID", "42", 1);
+  setenv("SLURM_JOB_END_TIME", std::to_string(std::time(nullptr) + 30).c_str(), 1);
+  RunConfig config;
+  config.train.exit_margin_minutes = 1;
+  gridlm::parallel::GridOptions o;
+  const gridlm::parallel::Grid grid = gridlm::parallel::Grid::create(MPI_COMM_WORLD, o);
+  const bool root = grid.rank() == 0;
+
+  answer("9:00 15:00");
+  JobControl extended(config, grid, 1 << 20);
+  JobControl::Decision d = extended.after_step(0.1, 0.0);
+  EXPECT_FALSE(d.stop || d.save) << "9 minutes left now, a margin of 1";
+  if (root) {
+    EXPECT_NE(d.note.find("the job's time limit was extended: it ends in 9.0 min instead of 0.5"),
+              std::string::npos)
+        << d.note;
+  }
+  EXPECT_FALSE(extended.after_step(0.1, 0.0).stop);
+
+  answer("0:20 15:00");
+  JobControl same(config, grid, 1 << 20);
+  d = same.after_step(0.1, 0.0);
+  EXPECT_TRUE(d.stop && d.save) << "squeue says what the job's end said";
+  EXPECT_EQ(d.note, "");
+
+  answer("soon 15:00");
+  JobControl garbled(config, grid, 1 << 20);
+  EXPECT_TRUE(garbled.after_step(0.1, 0.0).stop) << "an answer not understood: the end stands";
+
+  setenv("PATH", path.c_str(), 1);
+  std::filesystem::remove_all(dir);
   unsetenv("SLURM_JOB_ID");
   unsetenv("SLURM_JOB_END_TIME");
 }
