@@ -12,7 +12,9 @@ io::TensorShard param_shard(const layers::ParamInfo& p, int tp_rank) {
   auto whole = [](const std::vector<std::uint64_t>& shape) {
     return io::Box{std::vector<std::uint64_t>(shape.size(), 0), shape};
   };
-  if (p.split == layers::TpSplit::replicated || p.local_shape == p.shape) {
+  // A shard the size of the whole tensor is the whole tensor on tensor rank 0 only: a vocabulary
+  // that pads to one slice (8 rows at tp 2) leaves the other ranks padding alone.
+  if (p.split == layers::TpSplit::replicated || (tp_rank == 0 && p.local_shape == p.shape)) {
     s.file.push_back(whole(s.global_shape));
     s.memory.push_back(whole(s.local_shape));
   } else if (p.split == layers::TpSplit::rows) {

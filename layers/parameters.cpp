@@ -42,7 +42,8 @@ std::int64_t padded_vocab_slice(std::int64_t vocab_size, int tp_size) {
 
 std::int64_t global_index(const ParamInfo& p, std::size_t local, int tp_rank) {
   const auto i = std::int64_t(local);
-  if (p.split == TpSplit::replicated || p.local_shape == p.shape) return i;
+  // Only tensor rank 0 holds all of a tensor whose shard is its size (engine/param_shard.cpp).
+  if (p.split == TpSplit::replicated || (tp_rank == 0 && p.local_shape == p.shape)) return i;
   std::int64_t inner = 1;
   for (std::size_t d = 1; d < p.shape.size(); ++d)
     inner *= p.shape[d];

@@ -4,7 +4,9 @@
 // (layers::gather_parameter, compared bit for bit), each rank must read its own shard back
 // bit for bit, and a rank of another layout (one rank, the whole model) must read the whole
 // tensors. The model has a vocabulary that is not a multiple of the padding, so the LM head's
-// padding rows are exercised, and QKV's three parts. Runs at 1, 2 and 4 ranks (tp = ranks).
+// padding rows are exercised, and QKV's three parts; and one of 8, which pads to a single slice of
+// the whole size: tensor rank 0 holds it all, the others padding only (each rank wrote the whole
+// tensor before). Runs at 1, 2 and 4 ranks (tp = ranks).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -19,9 +21,9 @@ using namespace gridlm;
 
 namespace {
 
-layers::ModelConfig model() {
+layers::ModelConfig model(int vocab_size) {
   layers::ModelConfig m;
-  m.vocab_size = 37; // padded to 8 rows per rank and more
+  m.vocab_size = vocab_size;
   m.seq_len = 8;
   m.n_layer = 2;
   m.n_head = 4;
@@ -38,17 +40,26 @@ std::vector<float> host(const Kokkos::View<float*>& v) {
 
 } // namespace
 
-TEST(ParamShards, TensorShardsWriteTheGatheredTensorAndReadBack) {
-  const int n = test::world_size();
+class ParamShardsOfVocabulary : public ::testing::TestWithParam<int> {};
+
+TEST_P(ParamShardsOfVocabulary, TensorShardsWriteTheGatheredTensorAndReadBack) {
+  const int n = test::world_size(), vocab = GetParam();
   parallel::GridOptions o;
   o.layout = {1, 1, n};
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
   const auto tp = grid.make_mpi_comm(parallel::Axis::tp);
-  layers::GPT gpt(model(), 1, 8, {}, tp.get());
+  layers::GPT gpt(model(vocab), 1, 8, {}, tp.get());
   layers::init_parameters(gpt.params(), gpt.table(), 3);
-  const std::vector<float> mine = host(gpt.params());
-  const layers::ParamTable& t = gpt.table();
   const int rank = tp->rank();
+  // Each rank's shards scaled by its own factor, as training makes shards differ (replicated
+  // tensors stay alike): a rank that writes or gathers elements it does not own shows up.
+  std::vector<float> mine = host(gpt.params());
+  const layers::ParamTable& t = gpt.table();
+  for (const layers::ParamInfo& p : t.params) {
+    if (p.split == layers::TpSplit::replicated) continue;
+    for (std::size_t i = p.offset; i < p.offset + p.size; ++i)
+      mine[i] *= float(1 + rank);
+  }
   const std::string path = test::shared_path("param_shards");
   {
     io::ParallelFile f = io::ParallelFile::create(MPI_COMM_WORLD, path);
@@ -83,11 +94,25 @@ TEST(ParamShards, TensorShardsWriteTheGatheredTensorAndReadBack) {
     }
     EXPECT_EQ(back, mine);
   }
-  // Another layout: one rank holding the whole model reads whole tensors.
+  // Another layout: one rank holding the whole model reads whole tensors. The vocabulary's rows
+  // are those of the rank that owns them: row r of tensor rank r / (padded slice).
   if (test::world_rank() == 0) {
     const parallel::Grid one = parallel::Grid::create(MPI_COMM_SELF, {});
-    layers::GPT whole(model(), 1, 8);
+    layers::GPT whole(model(vocab), 1, 8);
+    layers::init_parameters(whole.params(), whole.table(), 3);
+    const std::vector<float> init = host(whole.params());
     const layers::ParamTable& w = whole.table();
+    const std::int64_t slice = layers::padded_vocab_slice(vocab, n);
+    for (const int index : {w.wte, w.lm_head}) {
+      const layers::ParamInfo& p = w.params[std::size_t(index)];
+      io::H5File file = io::H5File::open_read(path);
+      std::vector<float> stored(std::size_t(vocab * p.shape[1]));
+      file.read(p.name, stored.data(), stored.size());
+      for (std::size_t i = 0; i < stored.size(); ++i) {
+        const float owner = float(1 + std::int64_t(i) / p.shape[1] / slice);
+        ASSERT_EQ(stored[i], init[p.offset + i] * owner) << p.name << " element " << i;
+      }
+    }
     io::ParallelFile f = io::ParallelFile::open_read(MPI_COMM_SELF, path);
     std::vector<float> all(w.total, 0.0f);
     for (std::size_t i = 0; i < w.params.size(); ++i) {
@@ -100,9 +125,12 @@ TEST(ParamShards, TensorShardsWriteTheGatheredTensorAndReadBack) {
   if (test::world_rank() == 0) std::remove(path.c_str());
 }
 
+// 37 rows: 8 per rank and more, padded; 8 rows: a single padded slice holds them all.
+INSTANTIATE_TEST_SUITE_P(Vocabularies, ParamShardsOfVocabulary, ::testing::Values(37, 8));
+
 TEST(ParamShards, AShapeThatDoesNotMatchIsNamed) {
   const std::string path = test::shared_path("param_shape");
-  layers::GPT gpt(model(), 1, 8);
+  layers::GPT gpt(model(37), 1, 8);
   const layers::ParamInfo& p = gpt.table().params[std::size_t(gpt.table().wte)];
   const std::vector<float> values(p.size, 1.0f);
   {
@@ -111,7 +139,7 @@ TEST(ParamShards, AShapeThatDoesNotMatchIsNamed) {
     if (test::world_rank() != 0) s = engine::without_boxes(s);
     f.write_shard(p.name, s, Span<const float>(values));
   }
-  layers::ModelConfig wider = model();
+  layers::ModelConfig wider = model(37);
   wider.d_model = 32;
   layers::GPT other(wider, 1, 8);
   const layers::ParamInfo& q = other.table().params[std::size_t(other.table().wte)];
