@@ -103,7 +103,8 @@ Schedule make_schedule(ScheduleKind kind, int p, int m, int v) {
     const int below = m / p * p, above = below + p;
     throw Error(fmt::format(
         "interleaved-1f1b needs the micro-batches ({}) to be a multiple of "
-        "the pipeline stages ({}); use {}",
+        "the pipeline stages ({}); use {} micro-batches (train.grad_accum; in gridlm plan, "
+        "--micro-batches), else another parallel.pp",
         m, p, below > 0 ? fmt::format("{} or {}", below, above) : fmt::format("{}", above)));
   }
   Schedule s{kind, p, m, v, std::vector<std::vector<Op>>(p)};
