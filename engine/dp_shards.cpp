@@ -25,4 +25,32 @@ ChunkShards plan_shards(std::size_t total, std::size_t bucket, int dp, int rank)
   return s;
 }
 
+bool padded(const ShardPiece& p, int dp) { return p.size != p.block * std::size_t(dp); }
+
+std::size_t pad_elements(const ChunkShards& shards, int dp) {
+  std::size_t pad = 0;
+  for (const ShardPiece& p : shards.pieces) {
+    if (padded(p, dp)) pad = std::max(pad, p.block * std::size_t(dp));
+  }
+  return pad;
+}
+
+ShardSizes shard_sizes(std::size_t total, std::size_t bucket, int dp) {
+  const auto n = std::size_t(dp);
+  const auto ceil_div = [](std::size_t a, std::size_t b) { return (a + b - 1) / b; };
+  if (total == 0) return {};
+  // One bucket of the whole buffer is not rounded to a multiple of dp; smaller ones are, so
+  // that only the last (the buffer's start) may not divide.
+  const std::size_t b = bucket == 0 ? total : ceil_div(bucket, n) * n;
+  const std::size_t full = total / b, rest = total % b;
+  ShardSizes s;
+  for (const std::size_t size : {b, rest}) {
+    const std::size_t count = size == b ? full : (rest > 0 ? 1 : 0), block = ceil_div(size, n);
+    if (count == 0) continue;
+    s.state += count * block;
+    if (size % n != 0) s.pad = std::max(s.pad, block * n);
+  }
+  return s;
+}
+
 } // namespace gridlm::engine

@@ -27,4 +27,16 @@ struct ChunkShards {
 // buffer) over a buffer of `total` elements, counted from its end; replica `rank` of `dp`.
 ChunkShards plan_shards(std::size_t total, std::size_t bucket, int dp, int rank);
 
+// Whether bucket `p` does not divide by dp (its gathers go through a padded buffer).
+bool padded(const ShardPiece& p, int dp);
+// Elements of that buffer: the largest padded bucket's dp blocks (0 when every one divides).
+std::size_t pad_elements(const ChunkShards& shards, int dp);
+
+// plan_shards' state_size and pad_elements without laying the buckets out: the memory estimate
+// asks it of every stage of every layout the planner prices, with thousands of buckets each.
+struct ShardSizes {
+  std::size_t state = 0, pad = 0;
+};
+ShardSizes shard_sizes(std::size_t total, std::size_t bucket, int dp);
+
 } // namespace gridlm::engine

@@ -20,11 +20,7 @@ GradSync::GradSync(const parallel::Grid& grid, const std::string& backend, Pipel
     shards_.push_back(plan_shards(total, bucketed_ ? std::max<std::size_t>(elements, 1) : 0, dp_,
                                   grid.coords().dp));
     buckets_.emplace_back(bucketed_ || zero_ ? shards_.back().pieces.size() : 0);
-    std::size_t pad = 0;
-    for (const ShardPiece& p : shards_.back().pieces) {
-      if (padded(p)) pad = std::max(pad, p.block * std::size_t(dp_));
-    }
-    pad_.emplace_back("engine::GradSync::pad", zero_ ? pad : 0);
+    pad_.emplace_back("engine::GradSync::pad", zero_ ? pad_elements(shards_.back(), dp_) : 0);
     shard_grads_.emplace_back("engine::GradSync::shard_grads",
                               zero_ ? shards_.back().state_size : 0);
   }
@@ -172,7 +168,7 @@ void GradSync::keep_own(std::size_t c, const float* table, float* state) const {
     layers::copy(state + p.state, table + p.own_begin, long(p.own_size));
 }
 
-bool GradSync::padded(const ShardPiece& p) const { return p.size != p.block * std::size_t(dp_); }
+bool GradSync::padded(const ShardPiece& p) const { return engine::padded(p, dp_); }
 
 parallel::Request GradSync::post_gather(std::size_t c, std::size_t piece, const float* state,
                                         float* table) {

@@ -4,15 +4,21 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "engine/dp_shards.hpp"
+#include "engine/pipeline_model.hpp"
 #include "gridlm/version.hpp"
+#include "layers/gpt.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/mpi_check.hpp"
 #include "parallel/pipeline_plan.hpp"
 #include "parallel/schedule.hpp"
+#include "parallel/stage_layout.hpp"
 
 namespace gridlm::engine {
 namespace {
@@ -34,60 +40,125 @@ double node_available_bytes() {
 
 namespace {
 
-// `boundary_buffers`: the most stage transfer buffers (B x T x C floats) a stage holds at once.
-MemoryEstimate estimate_with_transfers(const RunConfig& config, const parallel::Layout& layout,
-                                       int boundary_buffers) {
-  // Doubles throughout: the point is to refuse sizes whose byte counts overflow integers.
-  const auto& m = config.model;
-  const double C = m.d_model, V = m.vocab_size, T = m.seq_len, H = m.n_head;
-  const double tp = layout.tp, pp = layout.pp, dp = layout.dp;
-  const double B = config.train.micro_batch;
-  const double blocks = std::ceil(double(m.n_layer) / pp);
-  const double embedding = (V * C + T * C) / tp;
-  const double block_params = blocks * (12 * C * C + 13 * C) / tp;
-  const double params = embedding + block_params + 2 * C;
+// What makes a stage's memory: its parameters' four copies (weights, gradients, both moments)
+// split into the embedding and head's and the blocks', its activations, its transfers.
+struct StageParts {
   MemoryEstimate e;
-  e.weights = 4 * params;
-  e.gradients = 4 * params;
-  e.optimizer = 8 * params / (config.parallel.zero == 1 ? dp : 1);
-  // Saved per block and micro-batch: about 20 C per token, and the attention matrix (H/tp x T x
-  // T per sequence); the head keeps logits and their gradient (2 V/tp per token).
-  const double in_flight = std::min(pp * config.parallel.chunks, double(config.train.grad_accum));
-  const double per_block = B * T * (20 * C / tp + 2 * H / tp * T);
-  const double head = 2 * B * T * V / tp;
-  const double activation_bytes = 4 * in_flight * blocks * per_block, head_bytes = 4 * head;
-  // bf16 products: the rounded weight of one product (the head's is the largest) and the
-  // rounded residual gradient.
-  const double bf16_bytes =
-      config.train.precision == "bf16" ? 4 * (std::max(4 * C * C, V * C) / tp + B * T * C) : 0.0;
-  e.activations = activation_bytes + head_bytes + bf16_bytes;
-  // A stage's transfers and hand-overs between chunks, B x T x C floats each, as many as the
-  // executor holds at once for the schedule (training or validation) and its posting.
-  e.transfers = boundary_buffers * 4 * B * T * C;
-  // Weights, gradients and both moments: 16 bytes per parameter.
-  const double embedding_bytes = 16 * embedding + head_bytes;
-  const double block_bytes = 16 * block_params;
-  if (e.transfers > std::max({embedding_bytes, block_bytes, activation_bytes})) {
+  double embedding_bytes = 0, block_bytes = 0;
+};
+
+// Pipeline stage `stage` as the engine builds it: its chunks' models planned with the plan's
+// slots and backward (layers::GPT::planned_memory, the start-up report's own accounting), the
+// optimizer's state and ZeRO-1's buffers as GradSync lays them out, the stage transfers the
+// plan holds at once and the tied embedding's exchange.
+StageParts estimate_stage(const RunConfig& config, const parallel::Layout& layout,
+                          const parallel::PipelinePlan& plan, const std::vector<int>& first,
+                          int stage) {
+  const auto& m = config.model;
+  const int pp = layout.pp, Q = int(first.size()) - 1, B = config.train.micro_batch;
+  const bool zero = config.parallel.zero == 1 && layout.dp > 1;
+  // GradSync's buckets: grad_bucket_mb of floats, at least one (0 MiB: one bucket).
+  const std::size_t bucket =
+      config.parallel.grad_bucket_mb > 0.0
+          ? std::max<std::size_t>(
+                std::size_t(config.parallel.grad_bucket_mb * double(1 << 20) / sizeof(float)), 1)
+          : 0;
+  StageParts s;
+  bool tied_copy = false;
+  for (int q = stage; q < Q; q += pp) {
+    const layers::StageSpec spec{first[std::size_t(q)], first[std::size_t(q) + 1], q == 0,
+                                 q == Q - 1};
+    const layers::MemoryReport r = layers::GPT::planned_memory(
+        m, B, m.seq_len, spec, layout.tp, plan.slots[std::size_t(stage)],
+        plan.split_backward ? layers::Backward::split : layers::Backward::fused,
+        parse_precision(config.train.precision));
+    const std::size_t params = r.weights / sizeof(float);
+    s.e.weights += double(r.weights);
+    s.e.gradients += double(r.gradients);
+    s.e.activations += double(r.activations);
+    // AdamW: two moments and the decay factor per element of the state it updates.
+    std::size_t state = params;
+    if (zero) {
+      const ShardSizes shards = shard_sizes(params, bucket, layout.dp);
+      state = shards.state;
+      s.e.gradients += 4.0 * double(shards.state + shards.pad);
+    }
+    s.e.optimizer += 12.0 * double(state);
+    const layers::ParamTable t = layers::make_param_table(m, spec, 0, layout.tp);
+    double embedding = 0;
+    for (int i : {t.wte, t.wpe, t.lm_head})
+      if (i >= 0) embedding += double(t.params[std::size_t(i)].size);
+    s.embedding_bytes += 16.0 * embedding;
+    s.block_bytes += 16.0 * (double(params) - embedding);
+    tied_copy = tied_copy || (m.tied_embeddings && Q > 1 && (spec.embedding || spec.head));
+  }
+  s.e.transfers = double(plan.boundary_buffers) * 4.0 * B * m.seq_len * m.d_model;
+  if (tied_copy) {
+    s.e.transfers +=
+        2.0 * 4.0 * double(layers::padded_vocab_slice(m.vocab_size, layout.tp)) * m.d_model;
+  }
+  return s;
+}
+
+MemoryEstimate estimate_with_plan(const RunConfig& config, const parallel::Layout& layout,
+                                  const parallel::PipelinePlan& plan) {
+  const auto& m = config.model;
+  // Sizes past what an index can count are refused before anything is planned by them.
+  const double params =
+      double(m.vocab_size) * m.d_model + double(m.n_layer) * 12.0 * double(m.d_model) * m.d_model;
+  const double logits = double(config.train.micro_batch) * m.seq_len * m.vocab_size;
+  if (params > 1e15 || logits > 1e15) {
+    MemoryEstimate e;
+    e.weights = e.gradients = 4 * params;
+    e.optimizer = 12 * params;
+    e.activations = 4 * logits;
+    e.largest = fmt::format("the model itself (model.vocab_size = {}, model.n_layer = {}, "
+                            "model.d_model = {}, train.micro_batch = {}): far past any machine",
+                            m.vocab_size, m.n_layer, m.d_model, config.train.micro_batch);
+    return e;
+  }
+  const int Q = layout.pp * config.parallel.chunks;
+  const std::vector<int> blocks =
+      parallel::plan_stage_blocks(layers::stage_cost_model(m), Q, config.parallel.stage_layout);
+  std::vector<int> first{0};
+  for (int n : blocks)
+    first.push_back(first.back() + n);
+  // Stages alike (the same blocks per chunk, slots, embedding or head) weigh alike: a layout
+  // of hundreds of stages has a few kinds, and the planner prices thousands of layouts.
+  std::map<std::vector<int>, StageParts> kinds;
+  StageParts big;
+  for (int stage = 0; stage < layout.pp; ++stage) {
+    std::vector<int> kind{plan.slots[std::size_t(stage)], stage == 0, stage == layout.pp - 1};
+    for (int q = stage; q < Q; q += layout.pp)
+      kind.push_back(blocks[std::size_t(q)]);
+    auto it = kinds.find(kind);
+    if (it == kinds.end())
+      it = kinds.emplace(kind, estimate_stage(config, layout, plan, first, stage)).first;
+    if (stage == 0 || it->second.e.total() > big.e.total()) big = it->second;
+  }
+  MemoryEstimate e = big.e;
+  if (e.transfers > std::max({big.embedding_bytes, big.block_bytes, e.activations})) {
     e.largest =
         fmt::format("the pipeline's stage transfers (train.grad_accum = {} micro-batches "
                     "of train.micro_batch = {} x parallel.chunks = {}, "
                     "their receives posted at the step's start): lower the batch per replica "
                     "(raise parallel.dp for the same global batch) or parallel.chunks",
                     config.train.grad_accum, config.train.micro_batch, config.parallel.chunks);
-  } else if (embedding_bytes >= block_bytes && embedding_bytes >= activation_bytes) {
-    e.largest = fmt::format("the token embedding and logits (model.vocab_size = {} x "
+  } else if (big.embedding_bytes >= big.block_bytes && big.embedding_bytes >= e.activations) {
+    e.largest = fmt::format("the token embedding and LM head (model.vocab_size = {} x "
                             "model.d_model = {}): lower model.vocab_size, or split it over more "
                             "ranks with parallel.tp",
                             m.vocab_size, m.d_model);
-  } else if (block_bytes >= activation_bytes) {
+  } else if (big.block_bytes >= e.activations) {
     e.largest = fmt::format("the blocks' weights and optimizer state (model.n_layer = {} x "
                             "model.d_model = {} squared): lower them, or split them over more "
                             "ranks with parallel.tp, parallel.pp or parallel.zero = 1",
                             m.n_layer, m.d_model);
   } else {
-    e.largest = fmt::format("the activations (train.micro_batch = {} x model.seq_len = {}): "
-                            "lower train.micro_batch (raise train.grad_accum to keep the batch)",
-                            config.train.micro_batch, m.seq_len);
+    e.largest = fmt::format("the activations (train.micro_batch = {} x model.seq_len = {}, "
+                            "with the logits over model.vocab_size = {}): lower "
+                            "train.micro_batch (raise train.grad_accum to keep the batch)",
+                            config.train.micro_batch, m.seq_len, m.vocab_size);
   }
   return e;
 }
@@ -96,9 +167,6 @@ MemoryEstimate estimate_with_transfers(const RunConfig& config, const parallel::
 
 MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
                                bool nccl_transfers) {
-  // No pipeline, no transfers: nothing to plan.
-  if (layout.pp == 1 && config.parallel.chunks == 1)
-    return estimate_with_transfers(config, layout, 0);
   const parallel::Schedule s =
       parallel::make_schedule(parallel::parse_schedule(config.parallel.schedule), layout.pp,
                               config.train.grad_accum, config.parallel.chunks);
@@ -110,7 +178,7 @@ MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& 
 
 MemoryEstimate estimate_memory(const RunConfig& config, const parallel::Layout& layout,
                                const parallel::PipelinePlan& plan) {
-  return estimate_with_transfers(config, layout, plan.boundary_buffers);
+  return estimate_with_plan(config, layout, plan);
 }
 
 void check_memory_fits(const RunConfig& config, const parallel::Grid& grid) {

@@ -11,14 +11,16 @@
 
 namespace gridlm::engine {
 
-// Bytes per rank for the largest rank of the layout (an upper estimate: the first and last
-// pipeline stages hold the embedding as well as their blocks).
+// Bytes per rank of the layout's largest pipeline stage, counted as the start-up report counts
+// them (the model's buffers planned by layers::GPT itself, the optimizer's and ZeRO-1's as the
+// engine lays them out); not counted: the ~30 MiB each process of MPI, HDF5, Kokkos and BLAS
+// holds, and on a GPU the CUDA context and the libraries' workspaces.
 struct MemoryEstimate {
   double weights = 0;     // parameters, fp32
-  double gradients = 0;   // their gradients
-  double optimizer = 0;   // AdamW's two moments (1/dp each under ZeRO-1)
-  double activations = 0; // saved activations of the micro-batches in flight, and the logits
-  double transfers = 0;   // pipeline stage transfers held at once (boundary tensors)
+  double gradients = 0;   // their gradients, and ZeRO-1's reduce-scattered shard and pad
+  double optimizer = 0;   // AdamW's two moments and decay factors (1/dp each under ZeRO-1)
+  double activations = 0; // every activation slot, the logits, the backward's scratch, tokens
+  double transfers = 0;   // stage transfers held at once, the tied embedding's exchange
   double total() const { return weights + gradients + optimizer + activations + transfers; }
   std::string largest; // the part that weighs most, with the keys that size it
 };

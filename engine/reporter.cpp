@@ -43,16 +43,18 @@ Reporter::Reporter(const RunConfig& config, const RunPlan& plan, const parallel:
   }
 }
 
-void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
-                       std::size_t optimizer_bytes, std::size_t reduction_bytes) {
+double Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
+                         std::size_t optimizer_bytes, std::size_t reduction_bytes) {
   layers::MemoryReport mem = model.memory();
   mem.optimizer = optimizer_bytes;
   mem.gradients += reduction_bytes;
   // Stage transfers take their buffers during the step: as many as the plan counts held at once.
   const std::size_t transfers = std::size_t(plan_.pipeline.boundary_buffers) *
                                 model.chunks().front()->boundary_size() * sizeof(float);
+  // The tied embedding's gradient crosses the pipeline through two host copies of it.
+  const std::size_t tied = model.executor().tied_exchange_bytes();
   const std::size_t total =
-      mem.weights + mem.gradients + mem.optimizer + mem.activations + transfers;
+      mem.weights + mem.gradients + mem.optimizer + mem.activations + transfers + tied;
   // Stages differ (embedding, head, activation slots): rank 0 reports the largest too, the
   // lowest rank among equals.
   parallel::MpiComm all(parallel::borrow_comm(grid_.comm()));
@@ -60,7 +62,7 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
   all.all_reduce(Span<double>(largest), parallel::ReduceOp::max);
   std::vector<int> largest_rank{double(total) == largest[0] ? grid_.rank() : INT_MAX};
   all.all_reduce(Span<int>(largest_rank), parallel::ReduceOp::min);
-  if (grid_.rank() != 0) return;
+  if (grid_.rank() != 0) return largest[0];
 
   const auto& mc = config_.model;
   const auto& tc = config_.train;
@@ -101,8 +103,9 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
                 schedule.micro_batches, parallel::stage_blocks_text(model.stage_blocks()).c_str(),
                 100.0 * plan_.pipeline.uniform.bubble);
   }
-  const std::string transfer_note =
+  std::string transfer_note =
       transfers > 0 ? fmt::format(", stage transfers up to {}", bytes(transfers)) : "";
+  if (tied > 0) transfer_note += fmt::format(", tied-embedding exchange {}", bytes(tied));
   std::printf("memory per rank (rank 0): %.2f M parameters; weights %s, gradients %s, "
               "optimizer state %s, activations %s (micro-batch %d x %d, %d in flight x %d "
               "chunk(s))%s; total %s\n",
@@ -116,6 +119,7 @@ void Reporter::startup(const PipelineModel& model, const io::TokenSource& data,
                 bytes(std::size_t(largest[0])).c_str(), largest_rank[0], at.dp, at.pp, at.tp);
   }
   std::fflush(stdout);
+  return largest[0];
 }
 
 nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double mfu) const {

@@ -66,9 +66,9 @@ public:
            bool metrics = true);
   // Collective over the grid: the start-up report. `reduction_bytes`: the gradient buffers of
   // the data-parallel reduction besides the model's (ZeRO-1's reduced shard), counted as
-  // gradients.
-  void startup(const PipelineModel& model, const io::TokenSource& data, std::size_t optimizer_bytes,
-               std::size_t reduction_bytes);
+  // gradients. Returns the largest rank's total bytes (every rank).
+  double startup(const PipelineModel& model, const io::TokenSource& data,
+                 std::size_t optimizer_bytes, std::size_t reduction_bytes);
   // The step's metrics line and readable lines. Returns the step's tokens/s (NaN for a step
   // train.skip_steps dropped).
   double step(const StepRecord& r);

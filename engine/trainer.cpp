@@ -67,7 +67,8 @@ public:
         guard_(config.train, grid),
         skip_steps_(parse_step_list(config.train.skip_steps, "train.skip_steps")) {
     // The report's header first, then where the run starts (a resumed checkpoint, its data).
-    report_.startup(model_, *data_.train, optimizer_.state_bytes(), grad_sync_.buffer_bytes());
+    memory_per_rank_ =
+        report_.startup(model_, *data_.train, optimizer_.state_bytes(), grad_sync_.buffer_bytes());
     report_.note(job_.describe());
     report_.note(validation_shortfall(data_, config, grid));
     report_.note(layers::schedule_note(plan_.optim, config.train.steps));
@@ -86,6 +87,7 @@ public:
   }
 
   int first_step() const { return first_step_; }
+  double memory_per_rank() const { return memory_per_rank_; }
 
   // One optimizer step, its validation and checkpoint when due, and its report. A step that
   // rolls back (train.on_nonfinite) returns at once with rollback_to set.
@@ -479,6 +481,7 @@ private:
   StepGuard guard_;
   const std::set<int> skip_steps_;  // 0-based
   int first_step_ = 0;              // where this run (or its last rollback) started
+  double memory_per_rank_ = 0.0;    // the start-up report's total on the largest rank
   std::uint64_t first_samples_ = 0; // the data cursor there
   std::string last_checkpoint_;     // the newest checkpoint saved or resumed from ("" for none)
   std::string config_text_;         // the run's configuration as TOML, for the files it writes
@@ -523,6 +526,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
   Run run(config, grid, config_text);
   TrainResult result;
   result.steps_done = run.first_step();
+  result.memory_per_rank = run.memory_per_rank();
   std::map<int, double> rates; // by step: a rollback drops the steps it runs again
   double first_rate = 0.0;
   for (int step = run.first_step(); step < config.train.steps; ++step) {

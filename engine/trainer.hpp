@@ -25,9 +25,10 @@ struct TrainResult {
   int dp_buckets = 0;             // data-parallel gradient buckets per step (this rank)
   int dp_buckets_overlapped = 0;  // of which started during the backward, over all steps
   std::vector<std::pair<int, double>> val_losses; // (step, validation loss) when evaluated
-  int steps_done = 0;     // optimizer steps done, counting those of the run it resumed
-  std::string stopped;    // why the run stopped before train.steps ("" when it did not)
-  std::string checkpoint; // the checkpoint it saved then ("" when checkpoint.dir is not set)
+  int steps_done = 0;           // optimizer steps done, counting those of the run it resumed
+  std::string stopped;          // why the run stopped before train.steps ("" when it did not)
+  std::string checkpoint;       // the checkpoint it saved then ("" when checkpoint.dir is not set)
+  double memory_per_rank = 0.0; // bytes: the start-up report's total on the largest rank
 };
 
 // Collective over the grid: everything a run checks before its first step, in seconds and

@@ -54,20 +54,22 @@ AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table,
   moment1_ = Kokkos::View<float*>("layers::AdamW::m", state_size);
   moment2_ = Kokkos::View<float*>("layers::AdamW::v", state_size);
   decay_ = Kokkos::View<float*>("layers::AdamW::decay", state_size);
-  std::vector<float> by_param(table.total, 0.0f);
+  // Straight into the state's mirror, tensor by tensor where it meets a segment: an array of
+  // the whole table (a ZeRO shard's state holds 1/dp of it) would be the run's peak of memory.
+  auto host = Kokkos::create_mirror_view(decay_);
   for (const ParamInfo& p : table.params) {
     bool decays = p.kind == ParamKind::weight;
     if (p.kind == ParamKind::embedding) decays = config.decay_embeddings;
     if (p.kind == ParamKind::norm || p.kind == ParamKind::bias) {
       decays = config.decay_norms_and_biases;
     }
-    std::fill_n(by_param.begin() + long(p.offset), p.size,
-                decays ? float(config.weight_decay) : 0.0f);
-  }
-  auto host = Kokkos::create_mirror_view(decay_);
-  for (const AdamWSegment& s : segments_) {
-    for (std::size_t i = 0; i < s.size; ++i)
-      host(s.state + i) = by_param[s.param + i];
+    const float decay = decays ? float(config.weight_decay) : 0.0f;
+    for (const AdamWSegment& s : segments_) {
+      const std::size_t begin = std::max(p.offset, s.param),
+                        end = std::min(p.offset + p.size, s.param + s.size);
+      for (std::size_t i = begin; i < end; ++i)
+        host(s.state + (i - s.param)) = decay;
+    }
   }
   Kokkos::deep_copy(decay_, host);
 }

@@ -57,21 +57,11 @@ void add_bias_residual(float* out, const float* bias, const float* residual, lon
 
 GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parallel::Comm* tp,
          int slots, Backward backward, Precision precision)
-    : config_(config), stage_(stage), tp_(tp), tp_size_(tp ? tp->size() : 1),
-      split_(backward == Backward::split), precision_(precision), B_(B), T_(T) {
-  if (slots < 1)
-    throw Error(fmt::format("a model needs at least one activation slot, not {}", slots));
-  check_config(config);
-  if (B <= 0 || T <= 0 || T > config.seq_len) {
-    throw Error(fmt::format("micro-batch of {} x {} tokens: need at least 1 x 1 and at most "
-                            "model.seq_len = {} tokens per sequence",
-                            B, T, config.seq_len));
-  }
-  table_ = make_param_table(config, stage, tp ? tp->rank() : 0, tp_size_);
-  if (stage_.last_block < 0) stage_.last_block = config.n_layer;
+    : GPT(PlanOnly{}, config, B, T, stage, tp ? tp->rank() : 0, tp ? tp->size() : 1, slots,
+          backward, precision) {
+  tp_ = tp;
   params_ = Kokkos::View<float*>("layers::GPT::params", table_.total);
   grads_ = Kokkos::View<float*>("layers::GPT::grads", table_.total);
-  slots_.resize(slots);
   for (Slot& sl : slots_) {
     sl.tokens = Kokkos::View<std::int32_t*>("layers::GPT::tokens", std::size_t(B) * T);
     sl.targets = Kokkos::View<std::int32_t*>("layers::GPT::targets", std::size_t(B) * T);
@@ -80,21 +70,43 @@ GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parall
           Kokkos::View<std::int32_t*>("layers::GPT::token_links", 2 * std::size_t(B) * T);
     }
   }
-
-  plan_buffers();
+  plan_buffers(true);
   if constexpr (!host_teams) plan_norm_chunks();
   boundary_pool_ = BufferPool::create("layers::GPT::boundary", boundary_size());
 }
 
+MemoryReport GPT::planned_memory(const ModelConfig& config, int B, int T, const StageSpec& stage,
+                                 int tp_size, int slots, Backward backward, Precision precision) {
+  return GPT(PlanOnly{}, config, B, T, stage, 0, tp_size, slots, backward, precision).memory();
+}
+
+GPT::GPT(PlanOnly, const ModelConfig& config, int B, int T, const StageSpec& stage, int tp_rank,
+         int tp_size, int slots, Backward backward, Precision precision)
+    : config_(config), stage_(stage), tp_size_(tp_size), split_(backward == Backward::split),
+      precision_(precision), B_(B), T_(T) {
+  if (slots < 1)
+    throw Error(fmt::format("a model needs at least one activation slot, not {}", slots));
+  check_config(config);
+  if (B <= 0 || T <= 0 || T > config.seq_len) {
+    throw Error(fmt::format("micro-batch of {} x {} tokens: need at least 1 x 1 and at most "
+                            "model.seq_len = {} tokens per sequence",
+                            B, T, config.seq_len));
+  }
+  table_ = make_param_table(config, stage, tp_rank, tp_size_);
+  if (stage_.last_block < 0) stage_.last_block = config.n_layer;
+  slots_.resize(slots);
+  plan_buffers(false);
+}
+
 // Every slot's activations and the backward's scratch, each one allocation carved into the
-// buffers the kernels use.
-void GPT::plan_buffers() {
+// buffers the kernels use (`carve`; else only counted).
+void GPT::plan_buffers(bool carve) {
   // Local widths: this rank's heads, MLP columns and vocabulary rows.
   const std::size_t N = std::size_t(B_) * T_, C = config_.d_model, Cl = C / tp_size_,
                     V = table_.vocab_local, NH = config_.n_head / tp_size_,
                     L = table_.blocks.size();
   // Two passes: count, allocate, then hand out pointers.
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass < (carve ? 2 : 1); ++pass) {
     Carver a(pass == 0 ? nullptr : acts_.data());
     for (Slot& sl : slots_) {
       sl.encoded = a.take(N * C);
@@ -152,6 +164,10 @@ void GPT::plan_buffers() {
       d_res_bf16_ = s.take(N * C);
     }
     if (pass == 0) {
+      acts_floats_ = a.used();
+      scratch_floats_ = s.used();
+    }
+    if (pass == 0 && carve) {
       acts_ = Kokkos::View<float*>("layers::GPT::activations", a.used());
       scratch_ = Kokkos::View<float*>("layers::GPT::scratch", s.used());
     }
@@ -560,11 +576,11 @@ std::vector<Span<const float>> GPT::product_operands(int slot) const {
 
 MemoryReport GPT::memory() const {
   MemoryReport r;
-  r.weights = params_.size() * sizeof(float);
-  r.gradients = grads_.size() * sizeof(float);
+  r.weights = table_.total * sizeof(float);
+  r.gradients = table_.total * sizeof(float);
   // Tokens and targets, and on a GPU the embedding's token chains (two more), per slot.
   const std::size_t ids = !host_teams && stage_.embedding ? 4 : 2;
-  r.activations = (acts_.size() + scratch_.size()) * sizeof(float) +
+  r.activations = (acts_floats_ + scratch_floats_) * sizeof(float) +
                   slots_.size() * ids * std::size_t(B_) * T_ * sizeof(std::int32_t);
   return r;
 }

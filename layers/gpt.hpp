@@ -118,6 +118,12 @@ public:
   const BufferPool& boundary_pool() const { return *boundary_pool_; }
 
   MemoryReport memory() const;
+  // What memory() would say of a model of these dimensions on a tensor group of `tp_size`,
+  // planned as the constructor plans it with nothing allocated: the estimate before start-up
+  // (engine/memory_budget) is the start-up report's own accounting.
+  static MemoryReport planned_memory(const ModelConfig& config, int B, int T,
+                                     const StageSpec& stage, int tp_size, int slots,
+                                     Backward backward, Precision precision);
   // The stored buffers of `slot` that only matrix products read: after its forward, the
   // activations (both LayerNorm outputs, q, k, v, the attention and GELU outputs, the final
   // LayerNorm's); while its weight gradients are due (split backward), also the output
@@ -171,12 +177,16 @@ private:
     bool have_forward = false;
     bool pending_weights = false; // backward_input done, backward_weights not yet
   };
+  // The checks, the parameter table and the buffer plan, counted, without allocating.
+  struct PlanOnly {};
+  GPT(PlanOnly, const ModelConfig& config, int B, int T, const StageSpec& stage, int tp_rank,
+      int tp_size, int slots, Backward backward, Precision precision);
   Slot& slot_at(int slot);
   void check_shape(int B, int T) const;
   // Backward::split defers the weight gradients to backward_weights().
   void backward_impl(float loss_weight, const float* doutput, int slot, Backward half);
   void tp_sum(float* data, long n); // all-reduce over the tensor group, timed
-  void plan_buffers();              // acts_, scratch_ and the pointers into them
+  void plan_buffers(bool carve);    // their sizes; carve: acts_, scratch_, pointers into them
   void plan_norm_chunks();          // norm_chunks_ from the table (GPU builds)
   // Tells the hook that gradients from parameter `index` to the end of the buffer are done.
   void grads_done_from(int index) const;
@@ -210,8 +220,9 @@ private:
   // [2 x chunks] begin and end in grads_ of 1024-element chunks of the tensors that count in
   // the gradient norm (GPU builds: one launch for the norm).
   Kokkos::View<long*> norm_chunks_;
-  Kokkos::View<float*> acts_;    // every slot's activations, one allocation
-  Kokkos::View<float*> scratch_; // backward temporaries, one allocation
+  Kokkos::View<float*> acts_;                        // every slot's activations, one allocation
+  Kokkos::View<float*> scratch_;                     // backward temporaries, one allocation
+  std::size_t acts_floats_ = 0, scratch_floats_ = 0; // their sizes, planned
   std::vector<Slot> slots_;
   // Backward temporaries, shared by the slots.
   float* d_res_ = nullptr;  // [N, C] gradient of the residual stream

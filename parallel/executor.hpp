@@ -81,6 +81,8 @@ public:
   double comm_seconds() const;
   const PipelineTiming& last_timing() const { return timing_; }
   const PipelinePlan& plan() const { return plan_; }
+  // Host memory of the tied-embedding exchange (0 where this rank holds no copy, or untied).
+  std::size_t tied_exchange_bytes() const { return tied_ ? tied_->host_bytes() : 0; }
 
 private:
   struct OpsResult {

@@ -5,10 +5,13 @@ namespace gridlm::parallel {
 
 TiedEmbeddingSum::TiedEmbeddingSum(Comm& pp, Stage* first, Stage* last, int tag)
     : pp_(pp), first_(first), last_(last), tag_(tag) {
-  if (!holds() || (first_ != nullptr && last_ != nullptr)) return; // none, or summed locally
-  own_ = first_ != nullptr ? first_ : last_;
-  peer_ = first_ != nullptr ? pp.size() - 1 : 0;
-  mine_.resize(own_->tied_embedding_size());
+  if (!holds()) return;
+  if (first_ == nullptr || last_ == nullptr) {
+    own_ = first_ != nullptr ? first_ : last_;
+    peer_ = first_ != nullptr ? pp.size() - 1 : 0;
+  }
+  // Allocated once: they are the size of the embedding, which a step must not allocate anew.
+  mine_.resize((first_ != nullptr ? first_ : last_)->tied_embedding_size());
   theirs_.resize(mine_.size());
 }
 
@@ -24,14 +27,14 @@ void TiedEmbeddingSum::finish() {
   if (!holds()) return;
   if (peer_ < 0) {
     // Both copies on this rank (one pipeline stage of several chunks).
-    const std::size_t n = first_->tied_embedding_size();
-    std::vector<float> a(n), b(n);
-    first_->copy_to_host(a.data(), first_->tied_embedding_grad().data(), n);
-    last_->copy_to_host(b.data(), last_->tied_embedding_grad().data(), n);
+    const std::size_t n = mine_.size();
+    float* a = mine_.data();
+    first_->copy_to_host(a, first_->tied_embedding_grad().data(), n);
+    last_->copy_to_host(theirs_.data(), last_->tied_embedding_grad().data(), n);
     for (std::size_t i = 0; i < n; ++i)
-      a[i] += b[i];
-    first_->copy_from_host(first_->tied_embedding_grad().data(), a.data(), n);
-    last_->copy_from_host(last_->tied_embedding_grad().data(), a.data(), n);
+      a[i] += theirs_[i];
+    first_->copy_from_host(first_->tied_embedding_grad().data(), a, n);
+    last_->copy_from_host(last_->tied_embedding_grad().data(), a, n);
     return;
   }
   post(own_);

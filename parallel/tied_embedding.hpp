@@ -28,6 +28,8 @@ public:
   // Ends the step's sum: both copies hold first + last (the same floats on both ranks). Posts
   // what post() was not called for.
   void finish();
+  // Host memory of its exchange: two copies' gradients where this rank holds one or both.
+  std::size_t host_bytes() const { return (mine_.size() + theirs_.size()) * sizeof(float); }
 
 private:
   Comm& pp_;
@@ -36,7 +38,7 @@ private:
   int tag_;
   Stage* own_ = nullptr;             // this rank's copy when the other is on another rank
   int peer_ = -1;                    // the other copy's pipeline stage (-1: both here)
-  std::vector<float> mine_, theirs_; // [padded vocab slice x C] each
+  std::vector<float> mine_, theirs_; // [padded vocab slice x C] each (first, last when both here)
   Request send_, recv_;
   bool posted_ = false;
 };

@@ -73,3 +73,18 @@ TEST(DpShards, OneBucketWhenNoSizeIsGiven) {
   EXPECT_EQ(s.pieces[0].own_begin, 753u);
   EXPECT_EQ(s.pieces[0].own_size, 248u); // the last replica's part is the short one
 }
+
+// The memory estimate's shortcut gives what laying the buckets out gives: the state's size and
+// the pad buffer's, for buffers and buckets that do and do not divide by dp.
+TEST(DpShards, SizesWithoutTheLayoutAreTheLayouts) {
+  for (const int dp : {1, 2, 3, 4, 7})
+    for (const std::size_t total : {0, 1, 5, 96, 1000, 1001, 4099})
+      for (const std::size_t bucket : {0, 1, 3, 64, 100, 999, 5000}) {
+        const ChunkShards laid = plan_shards(total, bucket, dp, 0);
+        const ShardSizes s = shard_sizes(total, bucket, dp);
+        EXPECT_EQ(s.state, laid.state_size)
+            << total << " in buckets of " << bucket << ", dp " << dp;
+        EXPECT_EQ(s.pad, pad_elements(laid, dp))
+            << total << " in buckets of " << bucket << ", dp " << dp;
+      }
+}
