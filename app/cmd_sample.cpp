@@ -127,6 +127,8 @@ void run(const SampleCommand& cmd) {
       if (!out.empty() && out.back() == options.stop_id && options.stop_id >= 0) {
         std::printf("the document ended after %zu of %d tokens (--past-eos goes on)\n", out.size(),
                     options.tokens);
+      } else {
+        std::printf("%zu new tokens\n", out.size());
       }
       return;
     }

@@ -76,7 +76,9 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"train", "lr", "peak learning rate", &o.lr},
       {"train", "min_lr", "learning rate at the end of the cosine decay", &o.min_lr},
       {"train", "warmup_steps", "steps of linear warmup", &o.warmup_steps},
-      {"train", "decay_steps", "step at which the cosine decay reaches min_lr (0: train.steps)",
+      {"train", "decay_steps",
+       "step, counted from 0, at which the cosine decay reaches min_lr (0: train.steps, so the "
+       "run's last step is just above min_lr)",
        &o.decay_steps},
       {"train", "beta1", "AdamW first-moment decay", &o.beta1},
       {"train", "beta2", "AdamW second-moment decay", &o.beta2},

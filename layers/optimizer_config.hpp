@@ -7,10 +7,11 @@
 namespace gridlm::layers {
 
 struct OptimizerConfig {
-  double lr = 1e-3;                    // peak learning rate
-  double min_lr = 1e-4;                // floor of the cosine decay
-  int warmup_steps = 10;               // linear warmup from lr/warmup_steps to lr
-  int decay_steps = 0;                 // the cosine reaches min_lr here (0: the run's last step)
+  double lr = 1e-3;      // peak learning rate
+  double min_lr = 1e-4;  // floor of the cosine decay
+  int warmup_steps = 10; // linear warmup from lr/warmup_steps to lr
+  int decay_steps =
+      0; // 0-based step where the cosine reaches min_lr (0: train.steps, after the last)
   double beta1 = 0.9;                  // AdamW first-moment decay
   double beta2 = 0.95;                 // AdamW second-moment decay
   double eps = 1e-8;                   // AdamW denominator epsilon

@@ -1,9 +1,8 @@
 // Checkpoints: a run of 2N steps and a run of N steps resumed for N more give the same losses,
-// gradient norms and final weights, bit for bit, under the same layout (one rank, dp 2, tp 2,
-// pp 2 with zb-h1; the synthetic source and a dataset file); a checkpoint written under one
-// layout resumes under another on the same loss curve (layout tolerance: |d| <= 1e-4 |loss|);
-// --init-from starts a new run from the weights; and bad checkpoints are named on every rank.
-// Registered at 2 and 4 ranks (the cross-layout case needs 4).
+// gradient norms and final weights, bit for bit, under the same layout (one rank at 1; dp 2,
+// tp 2 and pp 2 with zb-h1 at 2; the synthetic source, a dataset file, and tensors large enough
+// to go by O_DIRECT). Resuming under other layouts and --init-from: test_checkpoint_layouts;
+// bad checkpoints: test_checkpoint_errors. Registered at 1 and 2 ranks.
 #include <gtest/gtest.h>
 
 #include <hdf5.h>

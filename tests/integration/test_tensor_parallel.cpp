@@ -55,6 +55,7 @@ void expect_same_gradients(const GPT& split, parallel::Comm* tp, const GPT& whol
     ASSERT_GE(i, 0) << p.name;
     const std::vector<float> got = gather_parameter(split.table().params[i], split.grads(), tp);
     const std::vector<float> ref = gather_parameter(p, whole.grads(), nullptr);
+    ASSERT_EQ(got.size(), ref.size()) << when << ": " << p.name;
     float worst = 0.0f, scale = 0.0f;
     for (std::size_t j = 0; j < got.size(); ++j) {
       worst = std::max(worst, std::fabs(got[j] - ref[j]));

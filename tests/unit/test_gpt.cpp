@@ -151,8 +151,9 @@ TEST(Embedding, SameTokenLinksChainEachTokensPositionsInOrder) {
 
 // The backward with the chains (a thread per token and column on a GPU) gives the bits of the
 // one without (a thread per column walking every position), repeated tokens, a vocabulary slice
-// and accumulation into existing gradients included. On a CPU both are the CPU's loop; the GPU
-// check runs it where they differ.
+// and accumulation into existing gradients included; and both the bits of a plain loop adding
+// each position's gradient in order. On a CPU both are the CPU's loop (the plain loop is what
+// checks it); the GPU check runs it where they differ.
 TEST(Embedding, TokenBackwardWithChainsGivesTheSameBits) {
   const int B = 3, T = 50, C = 40;
   const long N = long(B) * T, vocab_begin = 4, vocab_local = 12;
@@ -172,7 +173,15 @@ TEST(Embedding, TokenBackwardWithChainsGivesTheSameBits) {
   token_embedding_backward(walked.data(), d.data(), ids.data(), B, T, C, vocab_begin, vocab_local);
   token_embedding_backward(chained.data(), d.data(), ids.data(), B, T, C, vocab_begin, vocab_local,
                            links.data());
+  std::vector<float> in_order = start;
+  for (long n = 0; n < N; ++n) {
+    const long row = tokens[std::size_t(n)] - vocab_begin;
+    if (row < 0 || row >= vocab_local) continue;
+    for (int c = 0; c < C; ++c)
+      in_order[std::size_t(row * C + c)] += dout[std::size_t(n * C + c)];
+  }
   EXPECT_EQ(chained.download(), walked.download());
+  EXPECT_EQ(walked.host, in_order);
   EXPECT_NE(walked.host, start) << "the gradient reached the table";
 }
 
@@ -212,6 +221,14 @@ TEST(GradNorm, ModelSumsTheTensorsThatCount) {
   }
   ASSERT_GT(want, 0.0);
   EXPECT_NEAR(g.grad_sum_of_squares(), want, 1e-6 * want);
+  // A whole model on one rank holds each tensor once: every tensor counts, whatever
+  // counts_in_norm says (a tensor it dropped would not show above).
+  double every = 0.0;
+  for (std::size_t i = 0; i < g.table().params.size(); ++i) {
+    for (float v : g.host_grad(int(i)))
+      every += double(v) * v;
+  }
+  EXPECT_NEAR(g.grad_sum_of_squares(), every, 1e-6 * every);
 }
 
 TEST(Schedule, WarmupThenCosineToTheFloor) {

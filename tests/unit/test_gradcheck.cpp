@@ -2,11 +2,15 @@
 // scalar L = sum(out * R) with a fixed random R, gets the analytic gradient from the layer's
 // backward with dout = R, and compares with central differences of L.
 //
+// Every element of every tensor is checked (the tensors are small): a sample with a stride
+// lands on the same columns of every row, and a kernel wrong in the others passed.
+//
 // Tolerance: fp32 kernels and a step of 1e-2 (1e-3 where curvature is high: GELU, the loss, the
-// whole model) give differences good to about 1e-3 relative; we require
-// max |numeric - analytic| <= 2e-2 * max |analytic| + 2e-7 / step per tensor (the second term
-// is the rounding of an O(1) fp32 loss), which a wrong index, sign or missing term exceeds by
-// orders of magnitude.
+// whole model) give differences up to 7e-5 of the tensor's largest gradient for one layer and
+// 1.4e-3 for the whole model (measured); we require
+// max |numeric - analytic| <= rel * max |analytic| + 2e-7 / step per tensor, rel = 1e-3 for a
+// layer and 5e-3 for the whole model (the second term is the rounding of an O(1) fp32 loss). A
+// gradient 1.5% off in one column fails it.
 //
 // Every buffer a kernel reads or writes is device memory (tests/device_buffer.hpp), so the checks
 // run unchanged on a GPU build.
@@ -48,19 +52,18 @@ double dot(const Vec& a, const Vec& b) {
   return s;
 }
 
-// Compares `analytic` with central differences of `loss` w.r.t. the host values `x`, at up to
-// `samples` indices; `put` hands each perturbed `x` to where the loss reads it.
+// Compares `analytic` with central differences of `loss` w.r.t. the host values `x`, at every
+// index; `put` hands each perturbed `x` to where the loss reads it.
 void expect_gradient(const char* what, Vec& x, const Vec& analytic,
                      const std::function<double()>& loss, const std::function<void()>& put,
-                     float eps = 1e-2f, std::size_t samples = 64) {
+                     float eps = 1e-2f, float rel = 1e-3f) {
   ASSERT_EQ(x.size(), analytic.size()) << what;
   float scale = 0.0f;
   for (float g : analytic)
     scale = std::max(scale, std::fabs(g));
   ASSERT_GT(scale, 0.0f) << what << ": analytic gradient is all zero";
-  const std::size_t stride = std::max<std::size_t>(1, x.size() / samples);
   float worst = 0.0f;
-  for (std::size_t i = 0; i < x.size(); i += stride) {
+  for (std::size_t i = 0; i < x.size(); ++i) {
     const float keep = x[i];
     x[i] = keep + eps;
     put();
@@ -75,15 +78,15 @@ void expect_gradient(const char* what, Vec& x, const Vec& analytic,
   put();
   // Absolute floor: rounding of an O(1) fp32 loss, divided by 2 eps.
   const float floor = 2e-7f / eps;
-  EXPECT_LE(worst, 2e-2f * scale + floor)
+  EXPECT_LE(worst, rel * scale + floor)
       << what << ": max |numeric - analytic| = " << worst << " against max |analytic| = " << scale;
 }
 
 // The same for a layer input or weight held in device memory: the kernels read x's device copy.
 void expect_gradient(const char* what, Buf& x, Buf& analytic, const std::function<double()>& loss,
-                     float eps = 1e-2f, std::size_t samples = 64) {
+                     float eps = 1e-2f) {
   expect_gradient(
-      what, x.host, analytic.download(), loss, [&] { x.upload(); }, eps, samples);
+      what, x.host, analytic.download(), loss, [&] { x.upload(); }, eps);
 }
 
 } // namespace
@@ -155,7 +158,7 @@ namespace {
 
 // Gradient of attention at sequence length T, and causality: output at position 0 must not
 // change when a later key changes, while the output at that key's position does.
-void check_attention(int B, int T, int NH, int C, unsigned seed, std::size_t samples) {
+void check_attention(int B, int T, int NH, int C, unsigned seed) {
   std::mt19937 rng(seed);
   const long N = long(B) * T;
   Buf qkv(random_vec(N * 3 * C, rng)), R(random_vec(N * C, rng)), out(N * C), dqkv(N * 3 * C);
@@ -169,7 +172,7 @@ void check_attention(int B, int T, int NH, int C, unsigned seed, std::size_t sam
   };
   loss();
   attention_backward(dqkv.data(), scratch, R.data(), saved, B, T, C, NH);
-  expect_gradient("attention qkv", qkv, dqkv, loss, 1e-2f, samples);
+  expect_gradient("attention qkv", qkv, dqkv, loss);
   loss();
   const float first = out.host[0], last = out.host[std::size_t(T - 1) * C];
   qkv.host[(T - 1) * 3 * C + C] += 1.0f; // a key at the last position of batch 0
@@ -181,13 +184,13 @@ void check_attention(int B, int T, int NH, int C, unsigned seed, std::size_t sam
 
 } // namespace
 
-TEST(GradCheck, CausalSelfAttention) { check_attention(2, 5, 2, 8, 5, 240); }
+TEST(GradCheck, CausalSelfAttention) { check_attention(2, 5, 2, 8, 5); }
 
 // Three causal row blocks, the last one partial: exercises the blocked score storage and the
 // accumulation of key and value gradients across blocks.
 TEST(GradCheck, CausalSelfAttentionAcrossBlocks) {
   ASSERT_GT(70, 2 * attention_block);
-  check_attention(1, 70, 2, 8, 8, 400);
+  check_attention(1, 70, 2, 8, 8);
 }
 
 TEST(GradCheck, SoftmaxCrossEntropy) {
@@ -247,7 +250,7 @@ TEST(GradCheck, WholeModelEveryParameterTensor) {
                 values.data(), values.size()));
       };
       auto loss = [&] { return gpt.forward(x.data(), y.data(), B, T); };
-      expect_gradient(p.name.c_str(), values, analytic, loss, put, 1e-3f, 16);
+      expect_gradient(p.name.c_str(), values, analytic, loss, put, 1e-3f, 5e-3f);
     }
   }
 }
