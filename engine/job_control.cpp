@@ -2,6 +2,7 @@
 #include "engine/job_control.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -56,9 +57,12 @@ JobControl::Decision JobControl::after_step(double step_seconds, double save_sec
   std::vector<int> mine{static_cast<int>(signal.request) * 100 + signal.signal, 0};
   double left = 0.0;
   std::string note;
+  if (deadline_ >= 0.0 && !looked_again_ &&
+      deadline_ - parallel::steady_seconds() <= margin() + squeue_seconds) {
+    note = look_again();
+  }
   if (deadline_ >= 0.0) {
-    left = deadline_ - parallel::steady_seconds();
-    if (left <= margin() && !looked_again_) note = look_again(left);
+    left = deadline_ - parallel::steady_seconds(); // after the question, which takes time
     mine[1] = left <= margin() ? 1 : 0;
   }
   std::vector<int> all = mine;
@@ -80,22 +84,29 @@ JobControl::Decision JobControl::after_step(double step_seconds, double save_sec
   return d;
 }
 
-std::string JobControl::look_again(double& left) {
+std::string JobControl::look_again() {
   looked_again_ = true;
+  const double was = deadline_ - parallel::steady_seconds();
   std::optional<JobDeadline> now;
   try {
     now = read_job_deadline(true);
   } catch (const std::exception&) {
     return ""; // an answer not understood now: the end known before stands
   }
-  if (!now || now->seconds_left <= left + 1.0) return "";
-  deadline_ = parallel::steady_seconds() + now->seconds_left;
+  if (!now) return "";
+  if (std::isinf(now->seconds_left)) {
+    deadline_ = -1.0;
+    return fmt::format("the job's time limit was lifted (UNLIMITED, from {}): the run goes on "
+                       "to train.steps; signals still stop it",
+                       now->source);
+  }
+  const double end = parallel::steady_seconds() + now->seconds_left;
+  if (end <= deadline_ + 1.0) return "";
+  deadline_ = end;
   looked_again_ = false;
-  const double was = left;
-  left = now->seconds_left;
   return fmt::format("the job's time limit was extended: it ends in {:.1f} min instead of {:.1f} "
                      "(from {}); the run goes on",
-                     left / 60.0, was / 60.0, now->source);
+                     now->seconds_left / 60.0, was / 60.0, now->source);
 }
 
 std::string JobControl::describe() const {

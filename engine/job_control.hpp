@@ -42,9 +42,11 @@ public:
 
 private:
   double margin() const; // seconds
-  // Rank 0, the time limit within the margin: asks Slurm again, once for each end it knows, in
-  // case the limit was extended while the job ran. `left` becomes the new time left if so.
-  std::string look_again(double& left);
+  // Rank 0, the time limit within the margin and the time the question may take: asks Slurm
+  // again, once for each end it knows, in case the limit was extended (or lifted) while the job
+  // ran; moves deadline_ if so and returns what to say.
+  std::string look_again();
+  static constexpr double squeue_seconds = 20.0; // the most that question may take
   const parallel::Grid& grid_;
   double margin_minutes_ = -1.0; // train.exit_margin_minutes; < 0: measured
   double deadline_ = -1.0;       // rank 0: steady_seconds() when the job ends; < 0: none

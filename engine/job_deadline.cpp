@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -94,11 +95,15 @@ std::optional<JobDeadline> read_job_deadline(bool live) {
       fmt::format("{}squeue -h -j {} -o \"%L %l\" 2>/dev/null", live ? "timeout 20 " : "", job));
   if (!line) return std::nullopt; // no squeue here: the signals still stop the run
   const std::size_t space = line->find(' ');
+  const std::string source = fmt::format("squeue -j {} -o %L", job);
+  // A limit lifted while the job runs (scontrol update TimeLimit=UNLIMITED): no end any more.
+  if (live && line->substr(0, space) == "UNLIMITED")
+    return JobDeadline{std::numeric_limits<double>::infinity(), source, 0.0};
   const std::optional<double> seconds = parse_slurm_duration(line->substr(0, space));
   if (!seconds) return std::nullopt;
   std::optional<double> limit;
   if (space != std::string::npos) limit = parse_slurm_duration(line->substr(space + 1));
-  return JobDeadline{*seconds, fmt::format("squeue -j {} -o %L", job), limit.value_or(0.0)};
+  return JobDeadline{*seconds, source, limit.value_or(0.0)};
 }
 
 } // namespace gridlm::engine

@@ -19,7 +19,8 @@ struct JobDeadline {
 
 // Reads it now (one rank is enough: it is the job's). Throws gridlm::Error when Slurm's answer
 // cannot be understood. `live`: from squeue only, which follows a limit changed while the job
-// runs (`scontrol update JobId=N TimeLimit=...`); SLURM_JOB_END_TIME is the end at the start.
+// runs (`scontrol update JobId=N TimeLimit=...`; SLURM_JOB_END_TIME is the end at the start),
+// and a limit lifted to UNLIMITED is an end at infinity rather than no answer.
 std::optional<JobDeadline> read_job_deadline(bool live = false);
 
 // Slurm's time format of `squeue -o %L`: [days-][hours:]minutes:seconds, or UNLIMITED /

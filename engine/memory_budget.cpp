@@ -45,7 +45,33 @@ namespace {
 struct StageParts {
   MemoryEstimate e;
   double embedding_bytes = 0, block_bytes = 0;
+  double logits_bytes = 0; // of the activations: the head's logits, one set per slot
 };
+
+// A chunk as layers::GPT::planned_memory counts it. Blocks weigh alike, so a chunk of k blocks
+// is the chunk without blocks plus k times one block's share: a model of a million blocks is
+// priced by two plans instead of a million-block one (the refusal must be quick).
+layers::MemoryReport chunk_memory(const RunConfig& config, const parallel::Layout& layout,
+                                  const parallel::PipelinePlan& plan, int stage,
+                                  const layers::StageSpec& spec) {
+  const auto& m = config.model;
+  const auto planned = [&](int blocks) {
+    layers::StageSpec s = spec;
+    s.last_block = s.first_block + blocks;
+    return layers::GPT::planned_memory(
+        m, config.train.micro_batch, m.seq_len, s, layout.tp, plan.slots[std::size_t(stage)],
+        plan.split_backward ? layers::Backward::split : layers::Backward::fused,
+        parse_precision(config.train.precision));
+  };
+  const std::size_t k = std::size_t(spec.last_block - spec.first_block);
+  if (k <= 1) return planned(int(k));
+  const layers::MemoryReport none = planned(0), one = planned(1);
+  layers::MemoryReport r;
+  r.weights = none.weights + k * (one.weights - none.weights);
+  r.gradients = none.gradients + k * (one.gradients - none.gradients);
+  r.activations = none.activations + k * (one.activations - none.activations);
+  return r;
+}
 
 // Pipeline stage `stage` as the engine builds it: its chunks' models planned with the plan's
 // slots and backward (layers::GPT::planned_memory, the start-up report's own accounting), the
@@ -68,10 +94,7 @@ StageParts estimate_stage(const RunConfig& config, const parallel::Layout& layou
   for (int q = stage; q < Q; q += pp) {
     const layers::StageSpec spec{first[std::size_t(q)], first[std::size_t(q) + 1], q == 0,
                                  q == Q - 1};
-    const layers::MemoryReport r = layers::GPT::planned_memory(
-        m, B, m.seq_len, spec, layout.tp, plan.slots[std::size_t(stage)],
-        plan.split_backward ? layers::Backward::split : layers::Backward::fused,
-        parse_precision(config.train.precision));
+    const layers::MemoryReport r = chunk_memory(config, layout, plan, stage, spec);
     const std::size_t params = r.weights / sizeof(float);
     s.e.weights += double(r.weights);
     s.e.gradients += double(r.gradients);
@@ -84,11 +107,14 @@ StageParts estimate_stage(const RunConfig& config, const parallel::Layout& layou
       s.e.gradients += 4.0 * double(shards.state + shards.pad);
     }
     s.e.optimizer += 12.0 * double(state);
-    const layers::ParamTable t = layers::make_param_table(m, spec, 0, layout.tp);
-    double embedding = 0;
-    for (int i : {t.wte, t.wpe, t.lm_head})
-      if (i >= 0) embedding += double(t.params[std::size_t(i)].size);
+    // The chunk without its blocks: the embeddings, the head and the final LayerNorm.
+    const layers::StageSpec ends{spec.first_block, spec.first_block, spec.embedding, spec.head};
+    const double embedding = double(layers::make_param_table(m, ends, 0, layout.tp).total);
     s.embedding_bytes += 16.0 * embedding;
+    if (spec.head) {
+      s.logits_bytes += 4.0 * plan.slots[std::size_t(stage)] * B * m.seq_len *
+                        double(layers::padded_vocab_slice(m.vocab_size, layout.tp));
+    }
     s.block_bytes += 16.0 * (double(params) - embedding);
     tied_copy = tied_copy || (m.tied_embeddings && Q > 1 && (spec.embedding || spec.head));
   }
@@ -104,17 +130,20 @@ MemoryEstimate estimate_with_plan(const RunConfig& config, const parallel::Layou
                                   const parallel::PipelinePlan& plan) {
   const auto& m = config.model;
   // Sizes past what an index can count are refused before anything is planned by them.
-  const double params =
-      double(m.vocab_size) * m.d_model + double(m.n_layer) * 12.0 * double(m.d_model) * m.d_model;
-  const double logits = double(config.train.micro_batch) * m.seq_len * m.vocab_size;
-  if (params > 1e15 || logits > 1e15) {
+  const double B = config.train.micro_batch, T = m.seq_len;
+  const double params = double(m.vocab_size) * m.d_model + T * m.d_model +
+                        double(m.n_layer) * 12.0 * double(m.d_model) * m.d_model;
+  const double values = B * T * (double(m.vocab_size) + double(m.n_head) * T);
+  if (params > 1e15 || values > 1e15) {
     MemoryEstimate e;
     e.weights = e.gradients = 4 * params;
     e.optimizer = 12 * params;
-    e.activations = 4 * logits;
-    e.largest = fmt::format("the model itself (model.vocab_size = {}, model.n_layer = {}, "
-                            "model.d_model = {}, train.micro_batch = {}): far past any machine",
-                            m.vocab_size, m.n_layer, m.d_model, config.train.micro_batch);
+    e.activations = 4 * values;
+    e.largest =
+        fmt::format("the model itself (model.vocab_size = {}, model.n_layer = {}, "
+                    "model.d_model = {}, model.seq_len = {}, train.micro_batch = {}): "
+                    "far past any machine",
+                    m.vocab_size, m.n_layer, m.d_model, m.seq_len, config.train.micro_batch);
     return e;
   }
   const int Q = layout.pp * config.parallel.chunks;
@@ -137,28 +166,34 @@ MemoryEstimate estimate_with_plan(const RunConfig& config, const parallel::Layou
     if (stage == 0 || it->second.e.total() > big.e.total()) big = it->second;
   }
   MemoryEstimate e = big.e;
-  if (e.transfers > std::max({big.embedding_bytes, big.block_bytes, e.activations})) {
+  // What the vocabulary sizes (the embedding, the head and its logits) against the rest.
+  const double vocab = big.embedding_bytes + big.logits_bytes,
+               activations = e.activations - big.logits_bytes;
+  if (e.transfers > std::max({vocab, big.block_bytes, activations})) {
     e.largest =
         fmt::format("the pipeline's stage transfers (train.grad_accum = {} micro-batches "
                     "of train.micro_batch = {} x parallel.chunks = {}, "
                     "their receives posted at the step's start): lower the batch per replica "
                     "(raise parallel.dp for the same global batch) or parallel.chunks",
                     config.train.grad_accum, config.train.micro_batch, config.parallel.chunks);
-  } else if (big.embedding_bytes >= big.block_bytes && big.embedding_bytes >= e.activations) {
-    e.largest = fmt::format("the token embedding and LM head (model.vocab_size = {} x "
-                            "model.d_model = {}): lower model.vocab_size, or split it over more "
+  } else if (vocab >= big.block_bytes && vocab >= activations) {
+    e.largest = fmt::format("the token embedding, the LM head and its logits (model.vocab_size "
+                            "= {} x model.d_model = {}, and x train.micro_batch = {} x "
+                            "model.seq_len = {}): lower model.vocab_size, or split it over more "
                             "ranks with parallel.tp",
-                            m.vocab_size, m.d_model);
-  } else if (big.block_bytes >= e.activations) {
+                            m.vocab_size, m.d_model, config.train.micro_batch, m.seq_len);
+  } else if (big.block_bytes >= activations) {
     e.largest = fmt::format("the blocks' weights and optimizer state (model.n_layer = {} x "
                             "model.d_model = {} squared): lower them, or split them over more "
                             "ranks with parallel.tp, parallel.pp or parallel.zero = 1",
                             m.n_layer, m.d_model);
   } else {
-    e.largest = fmt::format("the activations (train.micro_batch = {} x model.seq_len = {}, "
-                            "with the logits over model.vocab_size = {}): lower "
-                            "train.micro_batch (raise train.grad_accum to keep the batch)",
-                            config.train.micro_batch, m.seq_len, m.vocab_size);
+    e.largest =
+        fmt::format("the activations (train.micro_batch = {} x model.seq_len = {} "
+                    "through model.n_layer = {} blocks over parallel.pp = {} stages, "
+                    "with the logits over model.vocab_size = {}): lower "
+                    "train.micro_batch (raise train.grad_accum to keep the batch)",
+                    config.train.micro_batch, m.seq_len, m.n_layer, layout.pp, m.vocab_size);
   }
   return e;
 }

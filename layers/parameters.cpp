@@ -111,7 +111,7 @@ ParamTable make_param_table(const ModelConfig& m, const StageSpec& stage, int tp
                             stage.first_block, last, m.n_layer));
   }
   t.first_block = stage.first_block;
-  t.params.reserve(std::size_t(12 * (last - stage.first_block) + 6)); // blocks, embeddings, head
+  t.params.reserve(std::size_t(12) * std::size_t(last - stage.first_block) + 6); // and the ends
   const std::int64_t C = m.d_model, V = m.vocab_size, T = m.seq_len;
   t.vocab_local = padded_vocab_slice(V, tp_size);
   t.vocab_begin = std::int64_t(tp_rank) * t.vocab_local;

@@ -111,8 +111,8 @@ TEST(JobControl, AJobWhoseLimitIsWithinItsMarginIsRefused) {
 }
 
 // Before stopping for the time limit, rank 0 asks squeue again (SLURM_JOB_END_TIME is the end as
-// the job started): an administrator's `scontrol update TimeLimit` lets the run go on. A fake
-// squeue first in PATH answers for Slurm.
+// the job started): an administrator's `scontrol update TimeLimit` lets the run go on, to the
+// new end or, lifted to UNLIMITED, to its last step. A fake squeue first in PATH answers.
 TEST(JobControl, ALimitExtendedWhileTheJobRunsLetsTheRunGoOn) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("gridlm-squeue-" + std::to_string(getpid()));
@@ -151,6 +151,16 @@ TEST(JobControl, ALimitExtendedWhileTheJobRunsLetsTheRunGoOn) {
   answer("soon 15:00");
   JobControl garbled(config, grid, 1 << 20);
   EXPECT_TRUE(garbled.after_step(0.1, 0.0).stop) << "an answer not understood: the end stands";
+
+  answer("UNLIMITED UNLIMITED");
+  JobControl lifted(config, grid, 1 << 20);
+  d = lifted.after_step(0.1, 0.0);
+  EXPECT_FALSE(d.stop || d.save) << "no limit any more";
+  if (root) {
+    EXPECT_NE(d.note.find("the job's time limit was lifted"), std::string::npos) << d.note;
+    EXPECT_EQ(lifted.describe(), "") << "no end to describe";
+  }
+  EXPECT_FALSE(lifted.after_step(0.1, 0.0).stop);
 
   setenv("PATH", path.c_str(), 1);
   std::filesystem::remove_all(dir);
