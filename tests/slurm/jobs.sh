@@ -132,12 +132,13 @@ case $mode in
     cat gridlm-train-"$second".out
     ;;
   extend)
-    # With a 60 s exit margin the 2-minute job would stop about 60 s into its 4000 steps (60 s
-    # at the fastest 15 ms a step); gridlm asks squeue again 20 s before that, long after the
-    # limit is raised here (once the run trains: it read the old end at its start).
-    sed -i 's/^steps = .*/steps = 4000/' run.toml
+    # With a 72 s exit margin the 2-minute job would stop about 48 s after its start; gridlm
+    # asks squeue again 20 s before that, some 28 s after the start and long after the limit is
+    # raised here (once the run trains: it read the old end at its start), while the run's 2500
+    # steps still go on (38 s at the fastest 15 ms a step; the note is what the test demands).
+    sed -i 's/^steps = .*/steps = 2500/' run.toml
     job=$(submit --nodes=2 --ntasks-per-node=1 --time=2 --signal=CONT@5 "$train" \
-      --set train.exit_margin_minutes=1)
+      --set train.exit_margin_minutes=1.2)
     wait_steps 20
     scontrol update JobId="$job" TimeLimit=5 && log "raised job $job's time limit to 5 minutes"
     wait_job "$job" 400
