@@ -5,6 +5,11 @@
 
 namespace gridlm::engine {
 
+std::size_t bucket_elements(double bucket_mb) {
+  if (bucket_mb <= 0.0) return 0;
+  return std::max<std::size_t>(std::size_t(bucket_mb * double(1 << 20) / sizeof(float)), 1);
+}
+
 ChunkShards plan_shards(std::size_t total, std::size_t bucket, int dp, int rank) {
   const auto n = std::size_t(dp);
   bucket = bucket == 0 ? std::max<std::size_t>(total, 1) : (bucket + n - 1) / n * n;

@@ -23,6 +23,10 @@ struct ChunkShards {
   std::size_t state_size = 0;     // elements of the shard layout (sum of blocks)
 };
 
+// parallel.grad_bucket_mb as a bucket's elements for plan_shards: at least one float, and 0 (one
+// bucket of the whole buffer) for 0 MiB.
+std::size_t bucket_elements(double bucket_mb);
+
 // Buckets of `bucket` elements (rounded up to a multiple of dp; 0: one bucket for the whole
 // buffer) over a buffer of `total` elements, counted from its end; replica `rank` of `dp`.
 ChunkShards plan_shards(std::size_t total, std::size_t bucket, int dp, int rank);

@@ -14,11 +14,10 @@ GradSync::GradSync(const parallel::Grid& grid, const std::string& backend, Pipel
     : dp_(grid.layout().dp), bucketed_(bucket_mb > 0.0), zero_(zero == 1 && grid.layout().dp > 1),
       model_(model), grads_(make_axis_comm(grid, parallel::Axis::dp, backend)),
       scalars_(grid.make_mpi_comm(parallel::Axis::dp)) {
-  const auto elements = std::size_t(bucket_mb * double(1 << 20) / sizeof(float));
+  const std::size_t elements = bucket_elements(bucket_mb);
   for (const auto& chunk : model.chunks()) {
     const std::size_t total = chunk->grads().size();
-    shards_.push_back(plan_shards(total, bucketed_ ? std::max<std::size_t>(elements, 1) : 0, dp_,
-                                  grid.coords().dp));
+    shards_.push_back(plan_shards(total, elements, dp_, grid.coords().dp));
     buckets_.emplace_back(bucketed_ || zero_ ? shards_.back().pieces.size() : 0);
     pad_.emplace_back("engine::GradSync::pad", zero_ ? pad_elements(shards_.back(), dp_) : 0);
     shard_grads_.emplace_back("engine::GradSync::shard_grads",

@@ -83,12 +83,7 @@ StageParts estimate_stage(const RunConfig& config, const parallel::Layout& layou
   const auto& m = config.model;
   const int pp = layout.pp, Q = int(first.size()) - 1, B = config.train.micro_batch;
   const bool zero = config.parallel.zero == 1 && layout.dp > 1;
-  // GradSync's buckets: grad_bucket_mb of floats, at least one (0 MiB: one bucket).
-  const std::size_t bucket =
-      config.parallel.grad_bucket_mb > 0.0
-          ? std::max<std::size_t>(
-                std::size_t(config.parallel.grad_bucket_mb * double(1 << 20) / sizeof(float)), 1)
-          : 0;
+  const std::size_t bucket = bucket_elements(config.parallel.grad_bucket_mb);
   StageParts s;
   bool tied_copy = false;
   for (int q = stage; q < Q; q += pp) {
