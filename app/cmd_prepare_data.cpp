@@ -167,6 +167,48 @@ void check_options(const PrepareDataCommand& cmd) {
   }
 }
 
+// A file found in an input directory may be the output too: writing it would destroy it.
+void check_output_not_in_corpus(const std::string& output, const io::Corpus& corpus) {
+  for (const io::CorpusFile& file : corpus.files) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(file.path, output, ec)) {
+      throw Error(fmt::format("-o {} is also an input (found as '{}'): writing the dataset would "
+                              "destroy what it is made from; give an output path outside the "
+                              "input directories",
+                              output, file.path));
+    }
+  }
+}
+
+// Collective: every rank cuts its share from the corpus it found itself, so all must have found
+// the same files at the same sizes, or documents would be read twice or not at all.
+void agree_on_corpus(const io::Corpus& corpus, MPI_Comm world) {
+  std::uint64_t hash = 14695981039346656037ull; // FNV-1a over the paths and sizes
+  auto mix = [&](const void* data, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      hash ^= static_cast<const unsigned char*>(data)[i];
+      hash *= 1099511628211ull;
+    }
+  };
+  for (const io::CorpusFile& file : corpus.files) {
+    mix(file.path.c_str(), file.path.size() + 1);
+    mix(&file.size, sizeof file.size);
+  }
+  std::vector<std::uint64_t> low{hash}, high{hash};
+  parallel::MpiComm all(parallel::borrow_comm(world));
+  all.all_reduce(Span<std::uint64_t>(low), parallel::ReduceOp::min);
+  all.all_reduce(Span<std::uint64_t>(high), parallel::ReduceOp::max);
+  parallel::run_agreed(world, [&] {
+    if (low[0] != high[0] && parallel::comm_rank(world) == 0) {
+      throw Error(fmt::format(
+          "the ranks found different files or sizes in the inputs ({} files, {} bytes on rank "
+          "0): is a file being written, or does a network file system show the nodes different "
+          "versions? Run again once the corpus no longer changes",
+          corpus.files.size(), corpus.bytes));
+    }
+  });
+}
+
 // Rank 0: the tokenizer the user gave, or one trained on the whole corpus.
 io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& corpus,
                              std::string& description) {
@@ -233,8 +275,10 @@ void run(const PrepareDataCommand& cmd) {
     if (!cmd.synthetic) {
       corpus = io::find_corpus(cmd.inputs);
       if (corpus.bytes == 0) throw Error("the inputs hold no text (no bytes in any file)");
+      check_output_not_in_corpus(cmd.output, corpus);
     }
   });
+  if (!cmd.synthetic) agree_on_corpus(corpus, world);
   if (root) {
     if (cmd.synthetic) {
       std::printf("gridlm prepare-data: synthetic corpus of %ld documents (seed %ld) on %d "

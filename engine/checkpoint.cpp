@@ -106,20 +106,32 @@ void from_host(const std::vector<HostView>& host, PipelineModel& model, Optimize
 }
 
 // Fault injection for tests: GRIDLM_FAULT_KILL_DURING_SAVE=STEP makes the last rank kill
-// itself (SIGKILL) half way through writing the file of step STEP, as a node lost mid-save.
+// itself (SIGKILL) half way through writing the file of step STEP, as a node lost mid-save;
+// GRIDLM_FAULT_SAVE_ATTRIBUTES=STEP makes its writing of that file's attributes fail.
 class FaultSwitch {
 public:
   FaultSwitch(int step, const parallel::Grid& grid) {
-    const char* text = std::getenv("GRIDLM_FAULT_KILL_DURING_SAVE");
-    armed_ = text != nullptr && std::atoi(text) == step && grid.rank() == grid.size() - 1;
+    const bool last = grid.rank() == grid.size() - 1;
+    const char* kill = std::getenv("GRIDLM_FAULT_KILL_DURING_SAVE");
+    kill_ = kill != nullptr && std::atoi(kill) == step && last;
+    const char* attributes = std::getenv("GRIDLM_FAULT_SAVE_ATTRIBUTES");
+    attributes_ = attributes != nullptr && std::atoi(attributes) == step && last;
   }
   void at(std::size_t written, std::size_t total) const {
-    if (armed_ && written == total / 2) std::raise(SIGKILL);
+    if (kill_ && written == total / 2) std::raise(SIGKILL);
+  }
+  void attributes() const {
+    if (attributes_) throw Error("an error injected by GRIDLM_FAULT_SAVE_ATTRIBUTES");
   }
 
 private:
-  bool armed_ = false;
+  bool kill_ = false, attributes_ = false;
 };
+
+// Collective: whether a rank's write has failed so far. The steps after it that are collective
+// are then skipped by every rank, not by the failed ones alone (which would leave the others
+// waiting in them).
+bool failed_anywhere(const std::string& failure, const parallel::Grid& grid);
 
 // Rank 0, before anything is written: the file fits on its file system. A disk that fills during
 // the write fails inside MPI-IO, where HDF5's collective flush cannot be trusted to return on
@@ -159,6 +171,12 @@ io::TensorShard nothing(const layers::ParamInfo& global) {
 void sum_over_grid(std::vector<std::uint64_t>& values, const parallel::Grid& grid) {
   parallel::MpiComm all(parallel::borrow_comm(grid.comm()));
   all.all_reduce(Span<std::uint64_t>(values));
+}
+
+bool failed_anywhere(const std::string& failure, const parallel::Grid& grid) {
+  std::vector<std::uint64_t> failed{failure.empty() ? 0u : 1u};
+  sum_over_grid(failed, grid);
+  return failed[0] != 0;
 }
 
 // Rank 0's tokenizer bytes, as a uint8 dataset every rank takes part in writing.
@@ -230,6 +248,26 @@ void write_tensors(io::ParallelFile& f, const PipelineModel& model, const layers
 
 namespace {
 
+// The root attributes of the file at `path` (its .partial): the checksums (one attribute for
+// all, one collective operation rather than one per dataset) and `meta`. Attributes are HDF5
+// metadata, which every rank must write alike: a rank that failed to leaves the file's metadata
+// differing between the ranks, and closing it would hang in HDF5's collective flush. That rank
+// ends the job (the other ranks cannot know).
+void write_attributes(io::ParallelFile& f, const ChecksumTable& table, const CheckpointMeta& meta,
+                      const layers::ModelConfig& config, const char* format,
+                      const FaultSwitch& kill, const std::string& path) {
+  try {
+    kill.attributes();
+    f.write_attribute("/", "checksums", checksum_text(table));
+    write_root_attributes(f, meta, config, format);
+  } catch (const Error& e) {
+    abort_job(fmt::format("cannot save '{}': {}; the ranks' metadata of the file now differ, so "
+                          "it cannot be closed, and the job ends. The previous checkpoint is "
+                          "kept ('{}.partial' is left half-written)",
+                          path, e.what(), path));
+  }
+}
+
 // The file of write_model_file and write_gradient_file: `parts` from `from`, in `format`.
 WriteStats write_file(const std::string& path, const Sources& from, const std::vector<Part>& parts,
                       const CheckpointMeta& meta, const layers::ModelConfig& config,
@@ -264,18 +302,17 @@ WriteStats write_file(const std::string& path, const Sources& from, const std::v
     std::vector<std::uint64_t> sums;
     write_tensors(f, model, whole, parts, host, grid, attempt, kill, names, sums);
     sum_over_grid(sums, grid);
-    // One attribute for all (one collective operation, not one per dataset).
     ChecksumTable table;
     for (std::size_t i = 0; i < names.size(); ++i)
       table.emplace_back(names[i], sums[i]);
-    attempt([&] {
-      f.write_attribute("/", "checksums", checksum_text(table));
-      CheckpointMeta m = meta;
-      m.optimizer = from.opt != nullptr;
-      write_root_attributes(f, m, config, format);
-      write_tokenizer(f, tokenizer, grid);
-      f.flush();
-    });
+    CheckpointMeta m = meta;
+    m.optimizer = from.opt != nullptr;
+    write_attributes(f, table, m, config, format, kill, path);
+    // The tokenizer's size is summed over the grid first: by every rank, or by none.
+    if (!failed_anywhere(failure, grid)) {
+      attempt([&] { write_tokenizer(f, tokenizer, grid); });
+      attempt([&] { f.flush(); });
+    }
     direct = f.direct_bytes();
   }
   try {

@@ -147,6 +147,12 @@ void export_weights(const std::string& path, const std::string& out) {
     throw Error(fmt::format("--output '{}' is {}: give the path of the weights file to write", out,
                             out.empty() ? "empty" : "a directory"));
   }
+  // The rename below would put the weights in place of the checkpoint they came from.
+  if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(path, out, ec)) {
+    throw Error(fmt::format("--output '{}' is the file being exported: give another path (the "
+                            "checkpoint would be replaced by its weights alone)",
+                            out));
+  }
   FileSummary s;
   s.path = path;
   io::ParallelFile in = io::ParallelFile::open_read(MPI_COMM_SELF, path);

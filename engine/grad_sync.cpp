@@ -119,6 +119,9 @@ void GradSync::gathered(std::size_t c, const Gather& g) {
 double GradSync::finish(double loss, parallel::TraceRecorder* trace) {
   if (dp_ == 1) return loss;
   const double start_wait = parallel::steady_seconds();
+  // Buckets that start only now are in flight from here: so the total cannot fall below the
+  // exposed part.
+  if (first_start_ < 0.0) first_start_ = start_wait;
   const bool whole_buffers = !bucketed_ && !zero_;
   if (whole_buffers) {
     for (const auto& chunk : model_.chunks())
@@ -143,7 +146,7 @@ double GradSync::finish(double loss, parallel::TraceRecorder* trace) {
   scalars_->all_reduce(Span<double>(total));
   const double end = parallel::steady_seconds();
   timing_.exposed = end - start_wait;
-  timing_.in_flight = end - (first_start_ < 0.0 ? start_wait : first_start_);
+  timing_.in_flight = end - first_start_;
   first_start_ = -1.0;
   // The previous step's parameter gather, completed during this step's forward.
   timing_.gather_in_flight = gather_done_ > gather_posted_ ? gather_done_ - gather_posted_ : 0.0;

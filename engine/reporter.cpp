@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -37,9 +38,18 @@ Reporter::Reporter(const RunConfig& config, const RunPlan& plan, const parallel:
       double(t.micro_batch) * config.model.seq_len * t.grad_accum * grid.layout().dp;
   flops_per_step_ = layers::flops_per_token(config.model) * per_step;
   tokens_per_step_ = per_step;
-  if (grid.rank() == 0 && metrics && !plan.metrics_path.empty()) {
-    metrics_.open(plan.metrics_path, plan.resume_path.empty() ? std::ios::trunc : std::ios::app);
-    if (!metrics_) abort_job(fmt::format("cannot write metrics file '{}'", plan.metrics_path));
+  metrics_wanted_ = grid.rank() == 0 && metrics && !plan.metrics_path.empty();
+}
+
+void Reporter::open_metrics(int steps) {
+  if (!metrics_wanted_) return;
+  if (plan_.resume_path.empty()) {
+    metrics_.open(plan_.metrics_path, std::ios::trunc);
+    if (!metrics_) abort_job(fmt::format("cannot write metrics file '{}'", plan_.metrics_path));
+  } else {
+    // A run resumed from a checkpoint older than its last logged step (after a crash) runs
+    // those steps again: their earlier lines go, so that metrics.jsonl has each step once.
+    keep_metrics_until(steps);
   }
 }
 
@@ -236,7 +246,7 @@ void Reporter::keep_metrics_until(int steps) {
   metrics_.close();
   std::vector<std::string> kept;
   {
-    std::ifstream in(plan_.metrics_path);
+    std::ifstream in(plan_.metrics_path); // none yet: nothing to keep
     // A file of an earlier gridlm counts steps from 0: renumbered from 1 as it is kept, so that
     // the lines this run appends continue it.
     int shift = -1;
@@ -253,17 +263,26 @@ void Reporter::keep_metrics_until(int steps) {
       if (j["step"].get<int>() <= steps) kept.push_back(line);
     }
   }
-  metrics_.open(plan_.metrics_path, std::ios::trunc);
-  for (const std::string& line : kept)
-    metrics_ << line << "\n";
-  metrics_.flush();
+  const std::string partial = plan_.metrics_path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::trunc);
+    for (const std::string& line : kept)
+      out << line << "\n";
+    out.flush();
+    if (!out) abort_job(fmt::format("cannot write metrics file '{}'", partial));
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, plan_.metrics_path, ec);
+  if (ec) {
+    abort_job(
+        fmt::format("cannot rename '{}' to '{}': {}", partial, plan_.metrics_path, ec.message()));
+  }
+  metrics_.open(plan_.metrics_path, std::ios::app);
+  if (!metrics_) abort_job(fmt::format("cannot write metrics file '{}'", plan_.metrics_path));
 }
 
 void Reporter::resumed(const std::string& path, const CheckpointMeta& meta, double seconds) {
   if (grid_.rank() != 0) return;
-  // A run resumed from a checkpoint older than its last logged step (after a crash) runs those
-  // steps again: their earlier lines go, so that metrics.jsonl has each step once.
-  if (metrics_.is_open()) keep_metrics_until(meta.step);
   std::printf("resumed from %s: %d steps done, %llu samples seen (written by %s); read in %.3f s\n",
               path.c_str(), meta.step, static_cast<unsigned long long>(meta.samples_seen),
               meta.layout.c_str(), seconds);

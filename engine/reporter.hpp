@@ -60,10 +60,14 @@ struct StepRecord {
 
 class Reporter {
 public:
-  // Opens the metrics file on rank 0 (ends the job naming it when it cannot be written), unless
-  // `metrics` is false; a resumed run appends to it.
+  // Writes metrics.jsonl on rank 0 unless `metrics` is false, from open_metrics() on.
   Reporter(const RunConfig& config, const RunPlan& plan, const parallel::Grid& grid,
            bool metrics = true);
+  // Rank 0, once the run has passed its checks (a refused run leaves the last run's file as it
+  // was): opens the metrics file, ending the job naming it when it cannot be written. A run
+  // resumed with `steps` done keeps the lines of steps 1 to `steps` and appends; a new run
+  // starts the file afresh.
+  void open_metrics(int steps);
   // Collective over the grid: the start-up report. `reduction_bytes`: the gradient buffers of
   // the data-parallel reduction besides the model's (ZeRO-1's reduced shard), counted as
   // gradients. Returns the largest rank's total bytes (every rank).
@@ -72,7 +76,7 @@ public:
   // The step's metrics line and readable lines. Returns the step's tokens/s (NaN for a step
   // train.skip_steps dropped).
   double step(const StepRecord& r);
-  // "resumed from PATH at step N" (rank 0); drops the metrics lines of the steps after it.
+  // "resumed from PATH at step N" (rank 0).
   void resumed(const std::string& path, const CheckpointMeta& meta, double seconds);
   // A rollback (train.on_nonfinite): the line of it (rank 0); drops the metrics lines of the
   // steps after `steps`, which are run again. `bad_step` (from 0) was `why`; the run went back
@@ -87,13 +91,15 @@ public:
 private:
   // The step's line of metrics.jsonl.
   nlohmann::json metrics_record(const StepRecord& r, double rate, double mfu) const;
-  // Rank 0: rewrites the metrics file with its lines of the steps before `step` only.
-  void keep_metrics_until(int steps); // the lines of steps 1 to `steps`
+  // Rank 0: rewrites the metrics file with its lines of steps 1 to `steps` only (a new file
+  // renamed over the old, so that a crash meanwhile loses no line), and appends from there.
+  void keep_metrics_until(int steps);
 
   const RunConfig& config_;
   const RunPlan& plan_;
   const parallel::Grid& grid_;
   double flops_per_step_ = 0.0, tokens_per_step_ = 0.0;
+  bool metrics_wanted_ = false; // rank 0, output.metrics set, not a dry run
   std::ofstream metrics_;
 };
 

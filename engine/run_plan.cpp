@@ -90,12 +90,24 @@ void check_output_file(const std::string& key, const std::string& path) {
   }
 }
 
+// Whether `path` (what `what` names) exists; one that cannot be looked at (a loop of links, a
+// name too long, a folder without permission) is an error that says why.
+bool exists_or_error(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const bool found = std::filesystem::exists(path, ec);
+  if (ec) {
+    throw Error(fmt::format("{} '{}' cannot be looked at: {}; give a path that can", what, path,
+                            ec.message()));
+  }
+  return found;
+}
+
 // Rank 0's reading of checkpoint.resume: "auto" is the file `latest` names, or "" when there is
 // no `latest` yet (a fresh start); a path must exist.
 std::string resolve_resume(const std::string& spec, const std::string& dir) {
   if (spec.empty()) return "";
   if (spec != "auto") {
-    if (!std::filesystem::exists(spec)) {
+    if (!exists_or_error(spec, "--resume")) {
       throw Error(fmt::format("--resume '{}': no such checkpoint; give a checkpoint file, or "
                               "--resume auto for the newest in checkpoint.dir",
                               spec));
@@ -115,7 +127,7 @@ std::string resolve_resume(const std::string& spec, const std::string& dir) {
                             latest_file(dir), dir, latest_file(dir)));
   }
   const std::string path = dir + "/" + name;
-  if (!std::filesystem::exists(path)) {
+  if (!exists_or_error(path, "the checkpoint that '" + latest_file(dir) + "' names,")) {
     throw Error(fmt::format("'{}' names '{}', which does not exist: the checkpoint was removed "
                             "or moved; point --resume at a checkpoint that exists",
                             latest_file(dir), name));

@@ -84,6 +84,7 @@ public:
     if (dump_) dump_->first_forward(feed_->batch(0));
     config_text_ = config_text;
     record_run();
+    report_.open_metrics(first_step_);
   }
 
   int first_step() const { return first_step_; }
@@ -235,6 +236,9 @@ private:
   // train.on_nonfinite, the same on every rank (the verdict is agreed).
   void answer_bad_step(int step, const std::string& what, StepRecord& r) {
     ++bad_steps_;
+    // ZeRO-1's parameter gathers of this step are posted: they complete before a stop unwinds
+    // (every rank is here, the verdict being agreed), so that no buffer goes while MPI reads it.
+    grad_sync_.wait_params();
     r.samples = samples_of(step);
     const std::string policy = config_.train.on_nonfinite;
     const std::string where = fmt::format("step {}: {}, on samples {} to {}", step + 1, what,
@@ -493,11 +497,12 @@ private:
 } // namespace
 
 void check_run(const RunConfig& config, const parallel::Grid& grid) {
-  Run run(config, grid, "", true);
+  const auto run =
+      end_job_on_local_error([&] { return std::make_unique<Run>(config, grid, "", true); });
   if (grid.rank() == 0) {
     std::printf("dry run: configuration, layout, data, checkpoints and memory are fine; "
                 "%d steps would run from step %d\n",
-                config.train.steps - run.first_step(), run.first_step());
+                config.train.steps - run->first_step(), run->first_step());
   }
 }
 
@@ -523,7 +528,11 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
   const parallel::Watchdog watchdog(parallel::WatchdogOptions{
       config.parallel.timeout_seconds, config.output.dir, grid.rank(), grid.size(), host_name(),
       at.dp, at.pp, at.tp, run_id, status_file_from_environment()});
-  Run run(config, grid, config_text);
+  // An error that only this rank saw while the run is set up (a file one node cannot read)
+  // ends the job here, as in a step: the other ranks wait in the next collective.
+  const auto made =
+      end_job_on_local_error([&] { return std::make_unique<Run>(config, grid, config_text); });
+  Run& run = *made;
   TrainResult result;
   result.steps_done = run.first_step();
   result.memory_per_rank = run.memory_per_rank();

@@ -2,6 +2,7 @@
 #include "parallel/agree.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -99,6 +100,10 @@ void run_agreed(MPI_Comm comm, const std::function<void()>& body) {
     if (e.agreed_by() >= size) throw;
     error = e.local().empty() ? e.what() : e.local();
   } catch (const Error& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    // From the standard library (a file system error, an allocation): agreed all the same, so
+    // that the other ranks do not wait.
     error = e.what();
   }
   agree_on_errors(comm, error);

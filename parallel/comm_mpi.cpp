@@ -19,20 +19,22 @@
 namespace gridlm::parallel {
 namespace {
 
-// What a request may do when abandoned: a receive not yet matched can be withdrawn.
-enum class Posted { receive, other };
+// What a request may do when abandoned: a receive not yet matched can be withdrawn, a send's
+// handle freed; a collective's may not even be freed (MPI 4.0, 6.12).
+enum class Posted { receive, send, collective };
 
 class MpiRequest final : public Request::Impl {
 public:
-  MpiRequest(const char* what, WaitFor waits, Posted posted = Posted::other)
+  MpiRequest(const char* what, WaitFor waits, Posted posted = Posted::collective)
       : what_(what), waits_(waits), posted_(posted) {}
   MPI_Request* handle() { return &request_; }
   void wait() override { complete(request_, what_, waits_); }
-  // A receive not yet matched is withdrawn; a send or a collective cannot be (MPI 4 deprecates
-  // cancelling sends), and freeing its handle only says no one will wait for it. No checks:
-  // an error is already on its way.
+  // A receive not yet matched is withdrawn; a send cannot be (MPI 4 deprecates cancelling
+  // sends), and freeing its handle only says no one will wait for it. A collective's handle is
+  // left as it is (freeing it is erroneous), its buffers with it: the job ends without asking
+  // MPI for progress again (main). No checks: an error is already on its way.
   void abandon() override {
-    if (request_ == MPI_REQUEST_NULL) return;
+    if (request_ == MPI_REQUEST_NULL || posted_ == Posted::collective) return;
     if (posted_ == Posted::receive) MPI_Cancel(&request_);
     MPI_Request_free(&request_);
   }
@@ -211,7 +213,7 @@ Request MpiComm::start_send(const void* data, std::size_t count, DType type, int
     GRIDLM_MPI_CHECK(MPI_Send(data, n, mpi_datatype(type), peer, tag, *comm_));
     return Request();
   }
-  auto req = std::make_unique<MpiRequest>("MPI_Isend", waits_);
+  auto req = std::make_unique<MpiRequest>("MPI_Isend", waits_, Posted::send);
   GRIDLM_MPI_CHECK(MPI_Isend(data, n, mpi_datatype(type), peer, tag, *comm_, req->handle()));
   return finish(std::move(req), mode == Mode::blocking);
 }

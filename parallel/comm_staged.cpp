@@ -76,6 +76,8 @@ public:
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
   std::byte* data() const { return data_; }
+  // Never given back nor freed: the network may still write into it (an abandoned transfer).
+  void leak() { data_ = nullptr; }
 
 private:
   std::shared_ptr<StagingPool> pool_;
@@ -102,6 +104,11 @@ public:
   bool test() override {
     if (!done_ && inner_.test()) finish();
     return done_;
+  }
+  // The wrapped transfer, abandoned with this one, may still use the host buffer until the job
+  // ends: it stays allocated.
+  void abandon() override {
+    if (!done_) host_.leak();
   }
 
 private:

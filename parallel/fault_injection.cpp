@@ -36,7 +36,8 @@ void configure_from_environment() {
   f = Fault{};
   const char* text = std::getenv("GRIDLM_FAULT");
   if (text == nullptr || *text == '\0') return;
-  const std::regex form(R"((skip_send|hang|nan_grad|loss_spike|error):([0-9]+):([0-9]+))");
+  // At most 9 digits: a number that fits an int.
+  const std::regex form(R"((skip_send|hang|nan_grad|loss_spike|error):([0-9]{1,9}):([0-9]{1,9}))");
   std::smatch m;
   const std::string value(text);
   if (!std::regex_match(value, m, form) || std::stoi(m[3]) < 1) {

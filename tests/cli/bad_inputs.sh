@@ -4,7 +4,7 @@
 # Each row whose rank counts include RANKS must end every rank within LIMIT seconds with a
 # status 1 (docs/errors.md), its message, at most one "gridlm: error" report, no crash (signal, abort
 # trace, uncaught exception), no half-written file (*.partial, write probes) left behind, and
-# the good model.h5 in the output directory untouched.
+# the good model.h5 and metrics.jsonl in the output directory untouched.
 #   bad_inputs.sh --markdown   prints the catalogue as the table in docs/errors.md
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,6 +37,10 @@ rm -rf "$W" && mkdir -p "$W/dir" "$OUT" || exit 1
 "$G" prepare-data --synthetic --synthetic-documents 300 --vocab-size 128 -o "$W/data.h5" \
   >/dev/null || { echo "setup: prepare-data failed"; exit 1; }
 cp "$W/good.h5" "$OUT/model.h5"
+# The last run's metrics in the output directory, which a refused run leaves as they were: the
+# runs here write metrics.jsonl (tiny_fast.toml with output.metrics set).
+sed 's/^metrics = .*/metrics = "metrics.jsonl"/' "$CFG" >"$W/tiny_fast.toml" && CFG=$W/tiny_fast.toml
+printf '{"step": 1, "loss": 4.2}\n' >"$OUT/metrics.jsonl"
 head -c 3000 "$W/good.h5" >"$W/truncated.h5"
 head -c 3000 "$W/data.h5" >"$W/truncated_data.h5"
 printf 'step,loss\n1,4.2\n' >"$W/text.csv"
@@ -58,9 +62,11 @@ f.attrs['checksums'] = f.attrs['checksums'].splitlines()[0] + '\n'" ||
   --set data.source="$W/remade.h5" --set output.dir="$W" --set checkpoint.dir=ck_remade \
   >/dev/null && "$G" prepare-data --synthetic --synthetic-documents 200 --vocab-size 128 \
   -o "$W/remade.h5" >/dev/null || { echo "setup: the remade dataset failed"; exit 1; }
+ln -sfn loop "$W/loop" # a path that cannot be looked at: a loop of links
 printf 'The cat sat on the mat.\n\nA dog ran in the park.\n' >"$W/corpus.txt"
+mkdir -p "$W/corpus_dir" && cp "$W/corpus.txt" "$W/corpus_dir/a.txt"
 head -c 4000 "$G" >"$W/binary.txt"
-good_sum=$(md5sum <"$OUT/model.h5")
+good_sum=$(md5sum <"$OUT/model.h5") metrics_sum=$(md5sum <"$OUT/metrics.jsonl")
 
 failures=0 ran=0
 while IFS=$'\t' read -r name ranks env regex args; do
@@ -89,6 +95,10 @@ while IFS=$'\t' read -r name ranks env regex args; do
   [[ $(md5sum <"$OUT/model.h5") == "$good_sum" ]] || {
     problems+=("changed the good model.h5")
     cp "$W/good.h5" "$OUT/model.h5"
+  }
+  [[ $(md5sum <"$OUT/metrics.jsonl" 2>/dev/null) == "$metrics_sum" ]] || {
+    problems+=("changed the last run's metrics.jsonl")
+    printf '{"step": 1, "loss": 4.2}\n' >"$OUT/metrics.jsonl"
   }
   if ((${#problems[@]} == 0)); then
     printf 'ok    %-40s %5ss\n' "$name" "$seconds"

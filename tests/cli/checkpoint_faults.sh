@@ -4,6 +4,10 @@
 #   kill  the last rank is killed (SIGKILL, the test-only GRIDLM_FAULT_KILL_DURING_SAVE=4) half
 #         way through writing step 4: the job ends, `latest` still names step 2, the broken
 #         file is only a .partial, and --resume auto goes on from step 2 to the end;
+#   attributes  the last rank's writing of step 4's attributes fails (the test-only
+#         GRIDLM_FAULT_SAVE_ATTRIBUTES=4), after its tensors: it ends the job within seconds
+#         with the message (before, every rank hung in HDF5's close), and `latest` still
+#         names step 2, the broken file only a .partial;
 #   full  the checkpoint directory is a 640 KiB file system (tmpfs; needs root): step 2 fits,
 #         step 4 does not: the job ends with one message saying so before writing it, and
 #         step 2 stays intact (gridlm checkpoint verify);
@@ -17,7 +21,7 @@
 #         since root ignores permission bits; needs root), and then a directory to be made
 #         inside it: at 1, 2 and 4 ranks each run ends before step 1 with the directory, the
 #         reason and the fix, and without a hang.
-# Usage: checkpoint_faults.sh kill|full|full_continue|usr2_full|readonly GRIDLM MPIEXEC CONFIG
+# Usage: checkpoint_faults.sh kill|attributes|full|full_continue|usr2_full|readonly GRIDLM MPIEXEC CONFIG
 #        WORKDIR
 set -u
 mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5
@@ -33,6 +37,13 @@ case $mode in
     echo "files: $(ls "$work/out/ck" | tr '\n' ' ')"
     echo "latest: $(cat "$work/out/ck/latest")"
     run --set checkpoint.dir=ck --resume auto
+    ;;
+  attributes)
+    start=$(date +%s)
+    GRIDLM_FAULT_SAVE_ATTRIBUTES=4 run --set checkpoint.dir=ck --set parallel.timeout_seconds=60 2>&1
+    echo "failed run: exit status $? after $(($(date +%s) - start)) s"
+    echo "files: $(ls "$work/out/ck" | tr '\n' ' ')"
+    echo "latest: $(cat "$work/out/ck/latest")"
     ;;
   full | full_continue)
     policy=stop

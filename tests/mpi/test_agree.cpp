@@ -2,6 +2,9 @@
 // when it was first agreed over fewer ranks (one rank's MPI_COMM_SELF inside a world agreement).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <system_error>
+
 #include <mpi.h>
 
 #include "parallel/agree.hpp"
@@ -27,6 +30,22 @@ TEST(Agree, OneRankFailsEveryRankThrowsTheSameReport) {
     report = e.what();
   }
   EXPECT_EQ(report, "rank " + std::to_string(bad) + ": bad input in file x.toml");
+}
+
+// The standard library's exceptions (a file system error on one node) are agreed as well: the
+// other ranks do not wait for the failed one.
+TEST(Agree, AStandardExceptionOnOneRankIsAgreed) {
+  const int rank = test::world_rank(), size = test::world_size();
+  std::string report;
+  try {
+    parallel::run_agreed(MPI_COMM_WORLD, [&] {
+      if (rank == size - 1) throw std::filesystem::filesystem_error("status", std::error_code());
+    });
+  } catch (const CollectiveError& e) {
+    report = e.what();
+  }
+  EXPECT_EQ(report.rfind("rank " + std::to_string(size - 1) + ": filesystem error: status", 0), 0u)
+      << report;
 }
 
 TEST(Agree, IdenticalMessagesAreGroupedByRankRanges) {
