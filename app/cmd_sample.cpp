@@ -92,6 +92,12 @@ void run(const SampleCommand& cmd) {
                                 "in '{}' (ids 0 to {})",
                                 id, cmd.weights, m.vocab_size - 1));
       }
+      // Checked before sampling, which the decoding of the prompt would otherwise end after.
+      if (tok && id >= tok->vocab_size()) {
+        throw Error(fmt::format("--prompt-ids: token id {} is past the {} pieces of the "
+                                "tokenizer, which cannot decode it; give ids below {}",
+                                id, tok->vocab_size(), tok->vocab_size()));
+      }
     }
     if (!cmd.prompt.empty()) {
       if (!tok) {
@@ -123,7 +129,11 @@ void run(const SampleCommand& cmd) {
       const std::vector<std::int32_t> out = gpt.generate(prompt, options);
       std::vector<int> ids(prompt.begin(), prompt.end());
       ids.insert(ids.end(), out.begin(), out.end());
-      std::printf("---\n%s\n---\n", tok->decode(ids).c_str());
+      // Written whole: a byte piece can decode to a NUL, which %s would stop at.
+      const std::string text = tok->decode(ids);
+      std::printf("---\n");
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::printf("\n---\n");
       if (!out.empty() && out.back() == options.stop_id && options.stop_id >= 0) {
         std::printf("the document ended after %zu of %d tokens (--past-eos goes on)\n", out.size(),
                     options.tokens);
@@ -137,11 +147,11 @@ void run(const SampleCommand& cmd) {
       std::printf(" %d", id);
     std::printf("\nsample:");
     std::fflush(stdout);
-    gpt.generate(prompt, options, [](std::int32_t id) {
+    const std::vector<std::int32_t> out = gpt.generate(prompt, options, [](std::int32_t id) {
       std::printf(" %d", id);
       std::fflush(stdout);
     });
-    std::printf("\n");
+    std::printf("\n%zu new tokens\n", out.size());
   });
 }
 

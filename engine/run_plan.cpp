@@ -148,6 +148,22 @@ std::string output_path(const RunConfig& config, const std::string& name) {
   return config.output.dir + "/" + name;
 }
 
+// Rank 0, a run that does not resume: its checkpoint.dir holds no other run's checkpoints. Its
+// saves would sit among them (the old run's later steps kept beside the new run's, `latest`
+// naming either), and --resume auto would then go on with whichever run saved last.
+void check_no_other_run(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(latest_file(dir), ec)) return;
+  std::ifstream latest(latest_file(dir));
+  std::string name;
+  std::getline(latest, name);
+  throw Error(fmt::format("checkpoint.dir '{}' holds the checkpoints of a run (its latest: '{}'); "
+                          "go on with that run with --resume auto, or give this new run a "
+                          "checkpoint.dir of its own (or remove that run's files)",
+                          dir, name));
+}
+
 RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
   RunPlan plan;
   const ParallelConfig& pc = config.parallel;
@@ -189,6 +205,7 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
       if (grid.rank() == 0) check_checkpoint_dir(plan.checkpoint_dir);
     }
     if (grid.rank() == 0) plan.resume_path = resolve_resume(k.resume, plan.checkpoint_dir);
+    if (grid.rank() == 0 && k.resume.empty()) check_no_other_run(plan.checkpoint_dir);
     plan.init_from = k.init_from;
   });
   parallel::broadcast_text(grid.comm(), plan.resume_path);

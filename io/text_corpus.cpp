@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <utility>
+
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -82,11 +85,12 @@ const char* document_mode_name(DocumentMode mode) {
 
 Corpus find_corpus(const std::vector<std::string>& inputs) {
   Corpus corpus;
-  std::set<fs::path> seen; // canonical paths: a file reached twice is read once
+  // Device and inode: a file reached twice (a repeated input, a link, a hard link) is read once.
+  std::set<std::pair<dev_t, ino_t>> seen;
   auto add = [&](const fs::path& p) {
     std::error_code ec;
-    const fs::path real = fs::canonical(p, ec);
-    if (!ec && !seen.insert(real).second) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && !seen.insert({st.st_dev, st.st_ino}).second) {
       corpus.repeats.push_back(p.string());
       return;
     }

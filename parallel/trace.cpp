@@ -79,7 +79,7 @@ void TraceRecorder::write(const std::string& path) const {
       const auto kind = TraceKind(int(b[i]));
       const int step = int(b[i + 1]), micro = int(b[i + 2]), chunk = int(b[i + 3]);
       std::string name = name_of(kind);
-      nlohmann::json args{{"step", step}};
+      nlohmann::json args{{"step", step + 1}}; // counted from 1, as the log counts steps
       if (micro >= 0) {
         if (kind != TraceKind::wait) name += std::to_string(micro);
         args["micro_batch"] = micro;

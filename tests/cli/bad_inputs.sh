@@ -50,6 +50,10 @@ mkdir -p "$W/ck_empty_latest" && : >"$W/ck_empty_latest/latest" # a save cut sho
 # tensor (its checksum fails), a checksum table cut to its first line.
 "$G" train --config "$CFG" --set train.steps=1 --set output.dir="$W" \
   --set output.gradients=grads.h5 >/dev/null || { echo "setup: gradients failed"; exit 1; }
+# A model whose vocabulary (160) is padded past its tokenizer's 128 pieces.
+"$G" train --config "$CFG" --set train.steps=1 --set model.vocab_size=160 \
+  --set data.source="$W/data.h5" --set output.dir="$W" --set output.weights=padded.h5 \
+  >/dev/null || { echo "setup: the padded model failed"; exit 1; }
 cp "$W/good.h5" "$W/nan.h5" && cp "$W/good.h5" "$W/cut_table.h5" && /usr/bin/python3 -c "
 import h5py
 h5py.File('$W/nan.h5', 'r+')['wte.weight'][0, 0] = float('nan')

@@ -116,6 +116,19 @@ TEST(TextCorpus, DirectoriesSkipHiddenAndBinaryFiles) {
   EXPECT_EQ(c.bytes, 2u);
 }
 
+// A file reached twice is read once: named twice, through a symbolic link, or a hard link.
+TEST(TextCorpus, AFileReachedTwiceIsReadOnce) {
+  CorpusDir dir;
+  dir.write("c/a.txt", "a");
+  fs::create_hard_link(dir.path() + "/c/a.txt", dir.path() + "/c/b.txt");
+  fs::create_symlink("a.txt", dir.path() + "/c/s.txt");
+  const Corpus c = find_corpus({dir.path() + "/c", dir.path() + "/c/a.txt"});
+  ASSERT_EQ(c.files.size(), 1u);
+  EXPECT_EQ(fs::path(c.files[0].path).filename(), "a.txt");
+  EXPECT_EQ(c.repeats.size(), 3u);
+  EXPECT_EQ(c.bytes, 1u);
+}
+
 TEST(TextCorpus, BadInputsAreNamed) {
   CorpusDir dir;
   try {
