@@ -37,7 +37,8 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
       {"train", "grad_accum", "micro-batches accumulated per optimizer step", &t.grad_accum},
       {"train", "steps", "optimizer steps", &t.steps},
       {"train", "seed", "seed of the parameter initialisation", &t.seed},
-      {"train", "log_every", "print a readable line every this many steps", &t.log_every},
+      {"train", "log_every",
+       "print a readable line at steps 1, log_every, 2 log_every, ... and the last", &t.log_every},
       {"train", "eval_every",
        "validation loss every this many steps and after the last (0: never); the same held-out "
        "samples each time",

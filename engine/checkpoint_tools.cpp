@@ -141,6 +141,27 @@ FileSummary verify_model_file(const std::string& path, Tensors which) {
   return s;
 }
 
+std::string stored_tokenizer(const std::string& path) {
+  io::ParallelFile in = io::ParallelFile::open_read(MPI_COMM_SELF, path);
+  if (!in.has_object("tokenizer/model")) return "";
+  std::string bytes(in.dataset_size("tokenizer/model"), '\0');
+  in.read("tokenizer/model", 0,
+          Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(bytes.data()), bytes.size()),
+          io::Transfer::independent);
+  return bytes;
+}
+
+void check_same_tokenizer(const std::string& path, const std::string& tokenizer) {
+  if (tokenizer.empty()) return;
+  const std::string stored = stored_tokenizer(path);
+  if (!stored.empty() && stored != tokenizer) {
+    throw Error(fmt::format("'{}' was trained with another tokenizer than this run's dataset "
+                            "has: its token ids stand for other pieces; point data.source at "
+                            "the dataset it was trained on, or start a new run",
+                            path));
+  }
+}
+
 void export_weights(const std::string& path, const std::string& out) {
   std::error_code ec;
   if (out.empty() || std::filesystem::is_directory(out, ec)) {

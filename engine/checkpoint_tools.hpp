@@ -43,6 +43,15 @@ FileSummary summarize_model_file(const std::string& path, Tensors which = Tensor
 // checksum (`gridlm checkpoint verify`, and `gridlm sample` for the weights it reads).
 FileSummary verify_model_file(const std::string& path, Tensors which = Tensors::all);
 
+// One process: the serialized tokenizer stored in `path` (a checkpoint or a weights file), or ""
+// when it holds none (a run on synthetic data).
+std::string stored_tokenizer(const std::string& path);
+
+// One process: throws gridlm::Error when the checkpoint at `path` stores a tokenizer other than
+// `tokenizer` (the dataset's; "" for none): its token ids stand for other pieces, which no
+// data.on_change makes the same run.
+void check_same_tokenizer(const std::string& path, const std::string& tokenizer);
+
 // One process: the weights of `path` (a checkpoint or a weights file) written to `out` as a
 // weights file (through out.partial, renamed when complete, removed when not), with their
 // checksums verified.

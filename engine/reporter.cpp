@@ -210,7 +210,9 @@ double Reporter::step(const StepRecord& r) {
                 double(r.checkpoint_bytes) / (1 << 20) / std::max(r.checkpoint_seconds, 1e-9),
                 double(r.checkpoint_direct) / (1 << 20), double(r.checkpoint_staging) / (1 << 20));
   }
-  if (!dropped && (r.step % tc.log_every == 0 || r.step == tc.steps - 1)) {
+  // Steps 1, n, 2n, ...: beside the validations and checkpoints of the same multiples.
+  const int step = r.step + 1;
+  if (!dropped && (step == 1 || step % tc.log_every == 0 || step == tc.steps)) {
     std::string comm = layout.tp > 1 || layout.pp > 1
                            ? fmt::format(" | comm wait {:.1f} ms", r.comm_seconds * 1e3)
                            : std::string();

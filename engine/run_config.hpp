@@ -17,7 +17,7 @@ struct TrainConfig {
   int steps = 100;                // optimizer steps
   long seed = 1234;               // seed of the initialisation
   std::string precision = "fp32"; // of the matrix products: fp32, or bf16 (fp32 accumulation)
-  int log_every = 10;             // print a readable line every this many steps
+  int log_every = 10;             // a readable line at steps 1, n, 2n, ... and the last
   int eval_every = 0;             // validation loss every this many steps and at the end (0: never)
   int eval_batches = 4;       // global batches in one validation (the same samples in any layout)
   double peak_gflops = 100.0; // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "engine/checkpoint.hpp"
+#include "engine/checkpoint_tools.hpp"
 #include "engine/checkpointer.hpp"
 #include "engine/comm_backend.hpp"
 #include "engine/data.hpp"
@@ -128,8 +129,8 @@ public:
   }
 
   // After the last step, `steps` done: the weights file (unless `weights` is false), the
-  // reference dump, the trace.
-  void finish(bool weights, int steps) {
+  // reference dump, the trace (unless `trace` is false).
+  void finish(bool weights, bool trace, int steps) {
     grad_sync_.wait_params();
     feed_->stop(); // HDF5 is not thread-safe: the reader thread ends before files are written
     if (weights && !plan_.weights_path.empty()) {
@@ -139,6 +140,7 @@ public:
       report_.wrote("weights", plan_.weights_path);
     }
     if (dump_) dump_->write(config_.output.reference_dump);
+    if (!trace) return;
     trace_.write(plan_.trace_path);
     report_.wrote("trace", plan_.trace_path);
   }
@@ -329,6 +331,7 @@ private:
             "start a new run from its weights with --init-from",
             plan_.resume_path, m.data_source, m.data_seed, config_.data.source, config_.data.seed));
       }
+      if (grid_.rank() == 0) check_same_tokenizer(plan_.resume_path, data_.tokenizer);
       const auto now = data_.train->extent();
       if (m.data_tokens < 0 || !now ||
           (std::uint64_t(m.data_tokens) == now->tokens &&
@@ -583,8 +586,12 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     kept.push_back(entry.second);
   result.tokens_per_s = kept.empty() ? first_rate : median(kept);
   // Stopped early with a checkpoint: it holds the weights; without one, the weights file does.
-  end_job_on_local_error(
-      [&] { run.finish(result.stopped.empty() || result.checkpoint.empty(), result.steps_done); });
+  // A run that had already reached its last step leaves the files of the run that did as they are.
+  const bool ran = run.first_step() < config.train.steps;
+  end_job_on_local_error([&] {
+    run.finish(ran && (result.stopped.empty() || result.checkpoint.empty()), ran,
+               result.steps_done);
+  });
   return result;
 }
 

@@ -212,12 +212,57 @@ namespace {
 
 // Text never holds a NUL byte; a file that does is binary (an archive, an executable, UTF-16),
 // and SentencePiece would learn its bytes as pieces.
+// The offset of the first byte of `text` that does not belong to well-formed UTF-8 (no overlong
+// forms, surrogates or code points past U+10FFFF), or npos.
+std::string::size_type first_non_utf8(const std::string& text) {
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  const std::string::size_type n = text.size();
+  for (std::string::size_type i = 0; i < n;) {
+    const unsigned c = b[i];
+    std::string::size_type len = 0;
+    unsigned low = 0x80, high = 0xBF; // the range of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) low = 0xA0;  // overlong
+      if (c == 0xED) high = 0x9F; // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) low = 0x90;  // overlong
+      if (c == 0xF4) high = 0x8F; // past U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > n || b[i + 1] < low || b[i + 1] > high) return i;
+    for (std::string::size_type k = 2; k < len; ++k) {
+      if (b[i + k] < 0x80 || b[i + k] > 0xBF) return i;
+    }
+    i += len;
+  }
+  return std::string::npos;
+}
+
 void check_text(const std::string& text, const std::string& path, std::uint64_t at) {
   const auto nul = text.find('\0');
-  if (nul == std::string::npos) return;
-  throw Error(fmt::format("{}: byte {} is a NUL: this is a binary file, not text; give text files "
-                          "(UTF-8), .jsonl files, or directories of them",
-                          path, at + nul));
+  if (nul != std::string::npos) {
+    throw Error(fmt::format("{}: byte {} is a NUL: this is a binary file, not text; give text "
+                            "files (UTF-8), .jsonl files, or directories of them",
+                            path, at + nul));
+  }
+  // The tokenizer would turn what is not UTF-8 into unknown pieces, and the text would not come
+  // back as it was.
+  const auto bad = first_non_utf8(text);
+  if (bad != std::string::npos) {
+    throw Error(fmt::format("{}: byte {} (0x{:02x}) is not UTF-8: the text is in another "
+                            "encoding (Latin-1, say); convert it to UTF-8 (iconv -f latin1 -t "
+                            "utf-8) and run again",
+                            path, at + bad, static_cast<unsigned char>(text[bad])));
+  }
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 #include "io/tokenizer.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -51,8 +52,19 @@ Tokenizer Tokenizer::from_bytes(std::string model, const std::string& origin) {
 }
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  const char* why = !std::filesystem::exists(status)            ? "no such file"
+                    : std::filesystem::is_directory(status)     ? "it is a directory"
+                    : !std::filesystem::is_regular_file(status) ? "it is not a regular file"
+                                                                : nullptr;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("cannot read tokenizer model '{}': no such file", path));
+  if (why == nullptr && !in) why = "it cannot be opened";
+  if (why != nullptr) {
+    throw Error(fmt::format("cannot read tokenizer model '{}': {}; give a SentencePiece .model "
+                            "file or a gridlm dataset",
+                            path, why));
+  }
   std::ostringstream bytes;
   bytes << in.rdbuf();
   return from_bytes(bytes.str(), fmt::format("'{}'", path));
@@ -95,7 +107,7 @@ std::string Tokenizer::piece(int id) const {
 namespace {
 
 // SentencePiece's refusals in the user's terms, with the number to give; others as they are.
-Error training_error(int vocab_size, const std::string& reason) {
+Error training_error(int vocab_size, bool byte_fallback, const std::string& reason) {
   int need = 0, have = 0;
   const auto small = reason.find("Vocabulary size is smaller than required_chars.");
   if (small != std::string::npos &&
@@ -109,9 +121,12 @@ Error training_error(int vocab_size, const std::string& reason) {
   if (high != std::string::npos) {
     const auto at = reason.find("<=", high);
     if (at != std::string::npos && std::sscanf(reason.c_str() + at + 2, " %d", &need) == 1) {
+      // The most counts the 256 byte pieces, which a vocabulary under 512 goes without
+      // (prepare-data): advising such a size, the room they took is not there to give.
+      const int give = byte_fallback && need < 512 ? need - 256 : need;
       return Error(fmt::format("--vocab-size {} is more than this corpus can fill: it yields at "
                                "most {} pieces; give --vocab-size {} or less, or more text",
-                               vocab_size, need, need));
+                               vocab_size, need, give));
     }
   }
   return Error(fmt::format("training the tokenizer (SentencePiece BPE, vocabulary {}) failed: {}",
@@ -147,7 +162,7 @@ Tokenizer train_bpe(const BpeTrainingOptions& o, const std::function<bool(std::s
   CallbackSentences sentences(next);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &sentences, &model);
-  if (!status.ok()) throw training_error(o.vocab_size, status.ToString());
+  if (!status.ok()) throw training_error(o.vocab_size, o.byte_fallback, status.ToString());
   return Tokenizer::from_bytes(std::move(model), "the tokenizer just trained");
 }
 

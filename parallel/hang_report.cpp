@@ -16,7 +16,7 @@ using nlohmann::json;
 json record_json(const flight::Record& r) {
   json j{{"seq", r.seq},        {"op", r.op},         {"axis", r.axis},
          {"peer", r.peer},      {"bytes", r.bytes},   {"tag", r.tag},
-         {"step", r.step},      {"phase", r.phase},   {"micro", r.micro},
+         {"step", r.step + 1},  {"phase", r.phase},   {"micro", r.micro},
          {"chunk", r.chunk},    {"posted", r.posted}, {"completed", r.completed},
          {"skipped", r.skipped}};
   j["members"] = r.members ? *r.members : std::vector<int>{};
@@ -46,15 +46,15 @@ std::string op_text(const json& op) {
                      size_text(op["bytes"].get<std::size_t>()), tag);
 }
 
-// ", in step 4 (F micro-batch 0, chunk 0)", ", in step 4 (after its ops)"; steps counted from
-// 1, as the log counts them.
+// ", in step 4 (F micro-batch 0, chunk 0)", ", in step 4 (after its ops)"; the reports count
+// steps from 1, as the log does (0: before the first step).
 std::string where_text(const json& r) {
   const int step = r["step"];
-  if (step < 0) return ", before the first step";
+  if (step <= 0) return ", before the first step";
   const std::string phase = r["phase"];
-  if (phase.empty()) return fmt::format(", in step {}", step + 1);
-  if (r["micro"].get<int>() < 0) return fmt::format(", in step {} ({})", step + 1, phase);
-  return fmt::format(", in step {} ({} micro-batch {}, chunk {})", step + 1, phase,
+  if (phase.empty()) return fmt::format(", in step {}", step);
+  if (r["micro"].get<int>() < 0) return fmt::format(", in step {} ({})", step, phase);
+  return fmt::format(", in step {} ({} micro-batch {}, chunk {})", step, phase,
                      r["micro"].get<int>(), r["chunk"].get<int>());
 }
 
@@ -97,7 +97,7 @@ json rank_report(const RankIdentity& who, const flight::Snapshot& s, double dete
          {"detected_at", detected_at},
          {"request", request},
          {"now", now},
-         {"step", s.step},
+         {"step", s.step + 1}, // from 1, as the log counts steps
          {"phase", s.phase},
          {"micro", s.micro},
          {"chunk", s.chunk},
@@ -170,7 +170,7 @@ std::map<int, std::string> send_evidence(const ByRank& by_rank, std::set<int>& d
     auto it = by_rank.find(peer);
     if (it == by_rank.end()) continue;
     const json* send = matching_send(*it->second, w, rank);
-    const int step = w["step"].get<int>() + 1, tag = w["tag"];
+    const int step = w["step"], tag = w["tag"];
     if (send == nullptr && ring_covers(*it->second, w)) {
       out.emplace(peer, fmt::format("rank {} has not posted the send to rank {} with tag {} of "
                                     "step {}",

@@ -22,7 +22,8 @@ struct RankIdentity {
 //  "phase", "micro", "chunk", "phase_since", "waiting": {record} or null, "wait_since",
 //  "recent": [{record}, ...], "earlier": [{record}, ...] (in flight or dropped, gone from the
 //  ring)}. detected_at: wall-clock seconds when this rank found itself hung, < 0 when it did not;
-// request: what the report answers (watchdog.cpp).
+// request: what the report answers (watchdog.cpp). Steps (the rank's and each record's) count
+// from 1, as the log does; 0 is before the first step.
 nlohmann::json rank_report(const RankIdentity& who, const flight::Snapshot& s, double detected_at,
                            const std::string& request, double now);
 

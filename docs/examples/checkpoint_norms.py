@@ -20,7 +20,8 @@ def weights(path):
     return step, tensors
 
 
-runs = [weights(p) for p in files]
+# By step, not by name: past step 999,999 the names have more digits.
+runs = sorted((weights(p) for p in files), key=lambda run: run[0])
 n_layer = 1 + max(int(n.split(".")[1]) for n in runs[0][1] if n.startswith("h."))
 print("step  " + "  ".join(f"h.{i:<6d}" for i in range(n_layer)))
 for step, t in runs:

@@ -60,15 +60,23 @@ h5py.File('$W/nan.h5', 'r+')['wte.weight'][0, 0] = float('nan')
 f = h5py.File('$W/cut_table.h5', 'r+')
 f.attrs['checksums'] = f.attrs['checksums'].splitlines()[0] + '\n'" ||
   { echo "setup: damaging weights with h5py failed"; exit 1; }
-# A checkpoint of a run on remade.h5, which is then remade at the same path with fewer documents.
+# A checkpoint of a run on remade.h5, which is then remade at the same path with fewer documents
+# and the same tokenizer; and one of a run on retok.h5 (the same first dataset), remade with
+# another tokenizer.
 "$G" prepare-data --synthetic --synthetic-documents 300 --vocab-size 128 -o "$W/remade.h5" \
-  >/dev/null && "$G" train --config "$CFG" --set train.steps=2 --set model.vocab_size=128 \
+  >/dev/null && cp "$W/remade.h5" "$W/tok.h5" && cp "$W/remade.h5" "$W/retok.h5" &&
+  "$G" train --config "$CFG" --set train.steps=2 --set model.vocab_size=128 \
   --set data.source="$W/remade.h5" --set output.dir="$W" --set checkpoint.dir=ck_remade \
-  >/dev/null && "$G" prepare-data --synthetic --synthetic-documents 200 --vocab-size 128 \
-  -o "$W/remade.h5" >/dev/null || { echo "setup: the remade dataset failed"; exit 1; }
+  >/dev/null && "$G" prepare-data --synthetic --synthetic-documents 200 --tokenizer "$W/tok.h5" \
+  -o "$W/remade.h5" >/dev/null && "$G" train --config "$CFG" --set train.steps=2 \
+  --set model.vocab_size=128 --set data.source="$W/retok.h5" --set output.dir="$W" \
+  --set checkpoint.dir=ck_retok >/dev/null && "$G" prepare-data --synthetic \
+  --synthetic-documents 300 --vocab-size 100 -o "$W/retok.h5" >/dev/null ||
+  { echo "setup: the remade datasets failed"; exit 1; }
 ln -sfn loop "$W/loop" # a path that cannot be looked at: a loop of links
 printf 'The cat sat on the mat.\n\nA dog ran in the park.\n' >"$W/corpus.txt"
 mkdir -p "$W/corpus_dir" && cp "$W/corpus.txt" "$W/corpus_dir/a.txt"
+printf 'The cat sat in the caf\xe9.\n' >"$W/latin1.txt"
 head -c 4000 "$G" >"$W/binary.txt"
 good_sum=$(md5sum <"$OUT/model.h5") metrics_sum=$(md5sum <"$OUT/metrics.jsonl")
 

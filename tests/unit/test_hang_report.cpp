@@ -69,6 +69,16 @@ TEST(HangReport, RankOutsideCommunicationIsTheCulpritOfACollective) {
       << a.text;
 }
 
+// The files count steps as the log does: a rank in (0-based) step 2 and its records say 3.
+TEST(HangReport, ReportsCountStepsFromOne) {
+  const json r =
+      report(0, op("all_reduce", "dp", -1, -1, 2, {0, 1}), 101.0, {op("send", "pp", 1, 7, 2)});
+  EXPECT_EQ(r["step"], 3);
+  EXPECT_EQ(r["waiting"]["step"], 3);
+  EXPECT_EQ(r["recent"][0]["step"], 3);
+  EXPECT_EQ(report(0, op("all_reduce", "dp", -1, -1, -1, {0, 1}), 101.0)["waiting"]["step"], 0);
+}
+
 TEST(HangReport, WhereARankIsNamesItsOpOrTheStepsEnd) {
   // In B of micro-batch 3 on its chunk 1, and in the step's end (the tied copies' exchange):
   // no micro-batch there, so none is named.

@@ -152,3 +152,31 @@ TEST(TextCorpus, BadInputsAreNamed) {
   }
   EXPECT_THROW(parse_document_mode("sentence"), gridlm::Error);
 }
+
+// Text that is not UTF-8 (Latin-1's "café", a lone continuation byte, an overlong form, a
+// surrogate, a sequence cut short) is refused with its file and byte; UTF-8 of every length
+// passes, whatever the document mode.
+TEST(TextCorpus, TextThatIsNotUtf8IsRefused) {
+  CorpusDir dir;
+  const std::string good = dir.write("good.txt", "caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\n");
+  for (const DocumentMode mode : {DocumentMode::paragraph, DocumentMode::line, DocumentMode::file})
+    EXPECT_EQ(read_all(find_corpus({good}), mode, 0, 1).size(), 1u);
+  const std::pair<const char*, std::string> bad[] = {
+      {"latin1.txt", "ok\ncaf\xe9\n"},      {"lone.txt", "ok\nab\x80\n"},
+      {"overlong.txt", "ok\nab\xc0\xaf\n"}, {"surrogate.txt", "ok\nab\xed\xa0\x80\n"},
+      {"cut.txt", "ok\nab\xe4\xb8"},        {"past.txt", "ok\nab\xf4\x90\x80\x80\n"}};
+  for (const auto& [name, text] : bad) {
+    const Corpus c = find_corpus({dir.write(name, text)});
+    for (const DocumentMode mode : {DocumentMode::line, DocumentMode::file}) {
+      try {
+        read_all(c, mode, 0, 1);
+        ADD_FAILURE() << name << ": no error";
+      } catch (const gridlm::Error& e) {
+        const std::string byte = std::string(name) == "latin1.txt" ? "byte 6 (0xe9)" : "byte 5";
+        EXPECT_NE(std::string(e.what()).find(std::string(name) + ": " + byte), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("is not UTF-8"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
