@@ -55,8 +55,16 @@ std::optional<io::Tokenizer> find_tokenizer(const SampleCommand& cmd, io::H5File
   if (!cmd.tokenizer.empty()) {
     const bool model = cmd.tokenizer.size() > 6 &&
                        cmd.tokenizer.compare(cmd.tokenizer.size() - 6, 6, ".model") == 0;
-    return model ? io::Tokenizer::from_file(cmd.tokenizer)
-                 : io::load_dataset_tokenizer(cmd.tokenizer);
+    io::Tokenizer given =
+        model ? io::Tokenizer::from_file(cmd.tokenizer) : io::load_dataset_tokenizer(cmd.tokenizer);
+    // Said, not refused: decoding with another tokenizer can be what the user means to do.
+    if (weights.has("tokenizer/model") &&
+        weights.read_bytes("tokenizer/model") != given.model_bytes()) {
+      std::printf("note: --tokenizer %s is not the tokenizer stored in '%s', which the model was "
+                  "trained with; its ids are decoded with the one given\n",
+                  cmd.tokenizer.c_str(), cmd.weights.c_str());
+    }
+    return given;
   }
   if (!weights.has("tokenizer/model")) return std::nullopt;
   return io::Tokenizer::from_bytes(weights.read_bytes("tokenizer/model"),
