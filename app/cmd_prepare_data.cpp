@@ -271,7 +271,6 @@ void run(const PrepareDataCommand& cmd) {
   io::Corpus corpus;
   parallel::run_agreed(world, [&] {
     check_options(cmd);
-    if (root) probe_output(cmd.output);
     if (!cmd.synthetic) {
       corpus = io::find_corpus(cmd.inputs);
       if (corpus.bytes == 0) throw Error("the inputs hold no text (no bytes in any file)");
@@ -279,6 +278,11 @@ void run(const PrepareDataCommand& cmd) {
     }
   });
   if (!cmd.synthetic) agree_on_corpus(corpus, world);
+  // After every rank has listed the inputs: the probe's file, made beside the output, would be
+  // found as an input by a rank still listing a directory that holds it.
+  parallel::run_agreed(world, [&] {
+    if (root) probe_output(cmd.output);
+  });
   if (root) {
     if (cmd.synthetic) {
       std::printf("gridlm prepare-data: synthetic corpus of %ld documents (seed %ld) on %d "

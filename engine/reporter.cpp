@@ -265,7 +265,14 @@ void Reporter::keep_metrics_until(int steps) {
       if (j["step"].get<int>() <= steps) kept.push_back(line);
     }
   }
-  const std::string partial = plan_.metrics_path + ".partial";
+  // Through a link to the file it names, which stays a link.
+  std::error_code ec;
+  std::string path = plan_.metrics_path;
+  if (std::filesystem::is_symlink(path, ec)) {
+    const std::filesystem::path target = std::filesystem::canonical(path, ec);
+    if (!ec) path = target.string();
+  }
+  const std::string partial = path + ".partial";
   {
     std::ofstream out(partial, std::ios::trunc);
     for (const std::string& line : kept)
@@ -273,12 +280,8 @@ void Reporter::keep_metrics_until(int steps) {
     out.flush();
     if (!out) abort_job(fmt::format("cannot write metrics file '{}'", partial));
   }
-  std::error_code ec;
-  std::filesystem::rename(partial, plan_.metrics_path, ec);
-  if (ec) {
-    abort_job(
-        fmt::format("cannot rename '{}' to '{}': {}", partial, plan_.metrics_path, ec.message()));
-  }
+  std::filesystem::rename(partial, path, ec);
+  if (ec) abort_job(fmt::format("cannot rename '{}' to '{}': {}", partial, path, ec.message()));
   metrics_.open(plan_.metrics_path, std::ios::app);
   if (!metrics_) abort_job(fmt::format("cannot write metrics file '{}'", plan_.metrics_path));
 }

@@ -148,20 +148,37 @@ std::string output_path(const RunConfig& config, const std::string& name) {
   return config.output.dir + "/" + name;
 }
 
-// Rank 0, a run that does not resume: its checkpoint.dir holds no other run's checkpoints. Its
-// saves would sit among them (the old run's later steps kept beside the new run's, `latest`
-// naming either), and --resume auto would then go on with whichever run saved last.
-void check_no_other_run(const std::string& dir) {
-  if (dir.empty()) return;
+// Rank 0: checkpoint.dir holds no checkpoints of another run than the one that starts: a new
+// run (`resume` empty), or one resumed from a file outside that directory. Its saves would sit
+// among the other run's (that run's later steps kept beside them, `latest` naming either), and
+// --resume auto would then go on with whichever run saved last.
+void check_no_other_run(const std::string& dir, const std::string& resume) {
+  if (dir.empty() || resume == "auto") return;
   std::error_code ec;
   if (!std::filesystem::exists(latest_file(dir), ec)) return;
+  if (!resume.empty() &&
+      std::filesystem::equivalent(std::filesystem::path(resume).parent_path(), dir, ec)) {
+    return; // an earlier checkpoint of the run in checkpoint.dir
+  }
   std::ifstream latest(latest_file(dir));
   std::string name;
   std::getline(latest, name);
-  throw Error(fmt::format("checkpoint.dir '{}' holds the checkpoints of a run (its latest: '{}'); "
-                          "go on with that run with --resume auto, or give this new run a "
-                          "checkpoint.dir of its own (or remove that run's files)",
-                          dir, name));
+  throw Error(fmt::format(
+      "checkpoint.dir '{}' holds the checkpoints of a run (its latest: '{}'){}; go on with that "
+      "run with --resume auto, or give this run a checkpoint.dir of its own (or remove that "
+      "run's files)",
+      dir, name,
+      resume.empty() ? "" : fmt::format(", and --resume names '{}' outside it", resume)));
+}
+
+bool missing_on_root(const std::string& path, const parallel::Grid& grid) {
+  std::vector<int> missing{0};
+  if (grid.rank() == 0 && !path.empty()) {
+    std::error_code ec;
+    missing[0] = std::filesystem::exists(path, ec) ? 0 : 1;
+  }
+  parallel::MpiComm(parallel::borrow_comm(grid.comm())).broadcast(Span<int>(missing), 0);
+  return missing[0] != 0;
 }
 
 RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
@@ -205,7 +222,7 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid) {
       if (grid.rank() == 0) check_checkpoint_dir(plan.checkpoint_dir);
     }
     if (grid.rank() == 0) plan.resume_path = resolve_resume(k.resume, plan.checkpoint_dir);
-    if (grid.rank() == 0 && k.resume.empty()) check_no_other_run(plan.checkpoint_dir);
+    if (grid.rank() == 0) check_no_other_run(plan.checkpoint_dir, k.resume);
     plan.init_from = k.init_from;
   });
   parallel::broadcast_text(grid.comm(), plan.resume_path);

@@ -38,6 +38,9 @@ RunPlan plan_run(const RunConfig& config, const parallel::Grid& grid);
 std::string checkpoint_file(const std::string& dir, int step);
 std::string latest_file(const std::string& dir);
 
+// Collective over the grid: whether rank 0 finds no file at `path` ("" is never missing).
+bool missing_on_root(const std::string& path, const parallel::Grid& grid);
+
 // A path inside output.dir: "" stays "" (none), an absolute path stays as it is, and with no
 // output.dir a name is relative to the working directory.
 std::string output_path(const RunConfig& config, const std::string& name);

@@ -89,6 +89,7 @@ public:
   }
 
   int first_step() const { return first_step_; }
+  bool weights_missing() const { return missing_on_root(plan_.weights_path, grid_); }
   double memory_per_rank() const { return memory_per_rank_; }
 
   // One optimizer step, its validation and checkpoint when due, and its report. A step that
@@ -586,11 +587,12 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     kept.push_back(entry.second);
   result.tokens_per_s = kept.empty() ? first_rate : median(kept);
   // Stopped early with a checkpoint: it holds the weights; without one, the weights file does.
-  // A run that had already reached its last step leaves the files of the run that did as they are.
+  // A run that had already reached its last step leaves the files of the run that did as they
+  // are, but writes the weights file that run never wrote (a crash after its last save).
   const bool ran = run.first_step() < config.train.steps;
   end_job_on_local_error([&] {
-    run.finish(ran && (result.stopped.empty() || result.checkpoint.empty()), ran,
-               result.steps_done);
+    run.finish(ran ? result.stopped.empty() || result.checkpoint.empty() : run.weights_missing(),
+               ran, result.steps_done);
   });
   return result;
 }
