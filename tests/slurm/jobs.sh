@@ -9,7 +9,8 @@
 #              exits 75, requeues itself, resumes and finishes; the final weights equal an
 #              uninterrupted run's, bit for bit;
 #   extend     the time limit of a running 2-minute job raised to 5 (`scontrol update
-#              TimeLimit`) before its exit margin comes: the run finishes in that one job;
+#              TimeLimit`) before its exit margin comes: the run trains on past the old stop
+#              (then the test cancels it);
 #   signal     `scancel --signal=USR1` mid-run: a checkpoint, a requeue, the end of the run;
 #   preempt    `scontrol requeue` of the running job, which is what a preemption with
 #              PreemptMode=REQUEUE does: SIGTERM to the batch script and every rank, SIGKILL
@@ -134,15 +135,28 @@ case $mode in
   extend)
     # With a 72 s exit margin the 2-minute job would stop about 48 s after its start; gridlm
     # asks squeue again 20 s before that, some 28 s after the start and long after the limit is
-    # raised here (once the run trains: it read the old end at its start), while the run's 2500
-    # steps still go on (38 s at the fastest 15 ms a step; the note is what the test demands).
-    sed -i 's/^steps = .*/steps = 2500/' run.toml
+    # raised here (once the run trains: it read the old end at its start). The run (too long to
+    # end) must still train 58 s after the job's start, past the old stop; its output then is
+    # what the test reads, and the job is cancelled.
+    sed -i 's/^steps = .*/steps = 1000000/' run.toml
+    sed -i 's/^log_every = .*/log_every = 100000/' run.toml
     job=$(submit --nodes=2 --ntasks-per-node=1 --time=2 --signal=CONT@5 "$train" \
       --set train.exit_margin_minutes=1.2)
     wait_steps 20
     scontrol update JobId="$job" TimeLimit=5 && log "raised job $job's time limit to 5 minutes"
-    wait_job "$job" 400
+    ran=0
+    for _ in $(seq 480); do
+      info=$(scontrol show job "$job" -o 2>/dev/null)
+      ran=$(sed -n 's/.*RunTime=\([0-9:]*\).*/\1/p' <<<"$info" | awk -F: '{print $(NF-1) * 60 + $NF}')
+      [[ $info == *JobState=RUNNING* && ${ran:-0} -ge 58 ]] && break
+      grep -q "stopped after step" gridlm-train-"$job".out 2>/dev/null && break
+      sleep 0.25
+    done
+    [[ $info == *JobState=RUNNING* ]] && log "job $job still training $ran s after its start"
     cat gridlm-train-"$job".out
+    # Not requeued by its script when gridlm saves on the cancel's SIGTERM and exits 75.
+    scontrol update JobId="$job" Requeue=0 && scancel "$job"
+    wait_job "$job" 60
     ;;
   signal)
     job=$(submit --nodes=2 --ntasks-per-node=1 --time=10 "$train" --set train.steps=400)
