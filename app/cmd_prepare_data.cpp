@@ -194,12 +194,13 @@ void agree_on_corpus(const io::Corpus& corpus, MPI_Comm world) {
     mix(file.path.c_str(), file.path.size() + 1);
     mix(&file.size, sizeof file.size);
   }
-  std::vector<std::uint64_t> low{hash}, high{hash};
-  parallel::MpiComm all(parallel::borrow_comm(world));
-  all.all_reduce(Span<std::uint64_t>(low), parallel::ReduceOp::min);
-  all.all_reduce(Span<std::uint64_t>(high), parallel::ReduceOp::max);
+  // The largest hash and the largest complement: both are this rank's only if all agree.
+  std::vector<std::uint64_t> largest{hash, ~hash};
+  parallel::MpiComm(parallel::borrow_comm(world))
+      .all_reduce(Span<std::uint64_t>(largest), parallel::ReduceOp::max);
+  const bool same = largest[0] == hash && largest[1] == ~hash;
   parallel::run_agreed(world, [&] {
-    if (low[0] != high[0] && parallel::comm_rank(world) == 0) {
+    if (!same && parallel::comm_rank(world) == 0) {
       throw Error(fmt::format(
           "the ranks found different files or sizes in the inputs ({} files, {} bytes on rank "
           "0): is a file being written, or does a network file system show the nodes different "

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "io/h5_file.hpp"
 #include "io/parallel_h5.hpp"
 #include "layers/parameters.hpp"
 #include "parallel/diagnostics.hpp"
@@ -142,13 +143,8 @@ FileSummary verify_model_file(const std::string& path, Tensors which) {
 }
 
 std::string stored_tokenizer(const std::string& path) {
-  io::ParallelFile in = io::ParallelFile::open_read(MPI_COMM_SELF, path);
-  if (!in.has_object("tokenizer/model")) return "";
-  std::string bytes(in.dataset_size("tokenizer/model"), '\0');
-  in.read("tokenizer/model", 0,
-          Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(bytes.data()), bytes.size()),
-          io::Transfer::independent);
-  return bytes;
+  io::H5File in = io::H5File::open_read(path);
+  return in.has("tokenizer/model") ? in.read_bytes("tokenizer/model") : std::string();
 }
 
 void check_same_tokenizer(const std::string& path, const std::string& tokenizer) {
