@@ -135,9 +135,9 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "all-gathered)",
        &c.parallel.zero},
       {"parallel", "timeout_seconds",
-       "a rank waiting this long in one communication operation is hung: every rank reports its "
-       "recent operations to output.dir/hang/, the likely culprit is named, the job ends with "
-       "status 76 (0: no watchdog)",
+       "a rank waiting this long in one communication or parallel-file (HDF5) operation is hung: "
+       "every rank reports its recent operations to output.dir/hang/, the likely culprit is "
+       "named, the job ends with status 76 (0: no watchdog)",
        &c.parallel.timeout_seconds},
       {"parallel", "wait",
        "how a rank waits for communication: spin (MPI's busy polling, fastest with a core per "

@@ -17,6 +17,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/fault_injection.hpp"
 
 namespace gridlm::engine {
 namespace {
@@ -296,6 +297,7 @@ WriteStats write_file(const std::string& path, const Sources& from, const std::v
   check_space(partial, whole, parts.size(), tokenizer.size(), grid);
   std::uint64_t direct = 0;
   {
+    parallel::fault::hang_in_save_if_asked(meta.step);
     io::ParallelFile f = io::ParallelFile::create(grid.comm(), partial);
     f.set_direct_io(direct_io);
     std::vector<std::string> names;

@@ -15,6 +15,7 @@
 
 #include "io/h5_check.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/comm_mpi.hpp"
 #include "parallel/mpi_check.hpp"
 
 namespace gridlm::io {
@@ -85,15 +86,6 @@ void select_range(hid_t space, std::uint64_t offset, std::uint64_t count) {
   GRIDLM_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, nullptr, &n, nullptr));
 }
 
-// H5Fis_accessible replaced H5Fis_hdf5 in 1.12; Debian 12 ships 1.10.
-htri_t is_hdf5(const std::string& path) {
-#if H5_VERSION_GE(1, 12, 0)
-  return H5Fis_accessible(path.c_str(), H5P_DEFAULT);
-#else
-  return H5Fis_hdf5(path.c_str());
-#endif
-}
-
 H5Handle scalar_attribute(hid_t file, const std::string& object, const std::string& name,
                           hid_t type) {
   H5Handle space(GRIDLM_H5_CHECK(H5Screate(H5S_SCALAR)));
@@ -104,70 +96,26 @@ H5Handle scalar_attribute(hid_t file, const std::string& object, const std::stri
 
 } // namespace
 
-bool is_hdf5_file(const std::string& path) {
-  detail::quiet_hdf5_errors();
-  return is_hdf5(path) > 0;
-}
-
-namespace {
-
-// The first bytes of a file that is not HDF5, shown as text when they are text.
-std::string first_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char buffer[24] = {};
-  in.read(buffer, sizeof buffer);
-  const std::string head(buffer, std::size_t(in.gcount()));
-  bool text = true;
-  for (unsigned char ch : head)
-    text = text && (std::isprint(ch) || ch == '\n' || ch == '\t' || ch == '\r');
-  if (text) {
-    std::string shown = head.substr(0, head.find('\n'));
-    return fmt::format("it begins with text '{}'", shown);
-  }
-  std::string hex;
-  for (std::size_t i = 0; i < head.size() && i < 8; ++i)
-    hex += fmt::format("{}{:02x}", i ? " " : "", static_cast<unsigned char>(head[i]));
-  return fmt::format("it begins with the bytes {}", hex);
-}
-
-} // namespace
-
-std::string hdf5_file_problem(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    return errno == ENOENT || errno == ENOTDIR ? "does not exist"
-                                               : fmt::format("cannot be read: {}", strerror(errno));
-  }
-  if (S_ISDIR(st.st_mode)) return "is a directory, not a file";
-  if (!S_ISREG(st.st_mode)) return "is not a regular file";
-  if (access(path.c_str(), R_OK) != 0) return "cannot be read: no permission";
-  if (st.st_size == 0) return "is empty (0 bytes)";
-  if (!is_hdf5_file(path)) return "is not an HDF5 file: " + first_bytes(path);
-  return "";
-}
-
-std::string damaged_hdf5_message(const std::string& path) {
-  struct stat st {};
-  const long long size = stat(path.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;
-  const std::string detail = detail::h5_error_detail();
-  return fmt::format("'{}' is an HDF5 file that cannot be opened: damaged or cut short ({} bytes; "
-                     "HDF5 says: {}); copy or write it again",
-                     path, size, detail.empty() ? "nothing" : detail);
-}
-
 ParallelFile ParallelFile::create(MPI_Comm comm, const std::string& path) {
   detail::quiet_hdf5_errors();
-  H5Handle fapl = mpio_access(comm);
-  // Large datasets start on MiB boundaries, as parallel file systems stripe them: each rank's
-  // writes then begin on a stripe of their own.
-  GRIDLM_H5_CHECK(H5Pset_alignment(fapl.get(), 1u << 20, 1u << 20));
-  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  auto members = std::make_shared<const std::vector<int>>(parallel::world_ranks(comm));
+  hid_t id = H5I_INVALID_HID;
+  {
+    // From the access list on: H5Pset_fapl_mpio duplicates the communicator, a collective call.
+    const parallel::flight::BlockingScope waited("hdf5 create", parallel::flight::label(path), 0,
+                                                 members);
+    H5Handle fapl = mpio_access(comm);
+    // Large datasets start on MiB boundaries, as parallel file systems stripe them: each rank's
+    // writes then begin on a stripe of their own.
+    GRIDLM_H5_CHECK(H5Pset_alignment(fapl.get(), 1u << 20, 1u << 20));
+    id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  }
   parallel::agree_on_errors(
       comm, id >= 0 ? ""
                     : fmt::format("cannot create HDF5 file '{}': check that its directory exists "
                                   "and is writable by every rank",
                                   path));
-  return ParallelFile(path, H5Handle(id), true);
+  return ParallelFile(path, H5Handle(id), true, std::move(members));
 }
 
 ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string& path) {
@@ -178,10 +126,19 @@ ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string& path) {
     const std::string problem = hdf5_file_problem(path);
     if (!problem.empty()) throw Error(fmt::format("cannot open '{}': it {}", path, problem));
   });
-  H5Handle fapl = mpio_access(comm);
-  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
-  parallel::agree_on_errors(comm, id >= 0 ? "" : damaged_hdf5_message(path));
-  return ParallelFile(path, H5Handle(id), false);
+  auto members = std::make_shared<const std::vector<int>>(parallel::world_ranks(comm));
+  hid_t id = H5I_INVALID_HID;
+  std::string damaged;
+  {
+    const parallel::flight::BlockingScope waited("hdf5 open", parallel::flight::label(path), 0,
+                                                 members);
+    H5Handle fapl = mpio_access(comm);
+    id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+    // Now, while HDF5's error stack still holds the reason: closing `fapl` clears it.
+    if (id < 0) damaged = damaged_hdf5_message(path);
+  }
+  parallel::agree_on_errors(comm, damaged);
+  return ParallelFile(path, H5Handle(id), false, std::move(members));
 }
 
 template <class T>
@@ -204,6 +161,7 @@ void ParallelFile::write(const std::string& name, std::uint64_t global_size, std
   GRIDLM_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));
   H5Handle lcpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
   GRIDLM_H5_CHECK(H5Pset_create_intermediate_group(lcpl.get(), 1));
+  const parallel::flight::BlockingScope waited = collective("hdf5 write", local.size() * sizeof(T));
   H5Handle dset(GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<T>::file(),
                                            file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT)));
   select_range(file_space.get(), offset, local.size());
@@ -245,18 +203,24 @@ void ParallelFile::read(const std::string& name, std::uint64_t offset, Span<T> o
   H5Handle mem_space(GRIDLM_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
   if (n == 0) GRIDLM_H5_CHECK(H5Sselect_none(mem_space.get()));
   H5Handle dxpl = transfer_list(transfer);
+  const std::uint64_t bytes = out.size() * sizeof(T);
+  const parallel::flight::BlockingScope waited =
+      transfer == Transfer::collective ? collective("hdf5 read", bytes)
+                                       : independent("hdf5 read (independent)", bytes);
   GRIDLM_H5_CHECK(H5Dread(dset.get(), H5Types<T>::memory(), mem_space.get(), file_space.get(),
                           dxpl.get(), out.data()));
 }
 
 void ParallelFile::write_attribute(const std::string& object, const std::string& name,
                                    std::int64_t value) {
+  const parallel::flight::BlockingScope waited = collective("hdf5 write attribute", sizeof value);
   H5Handle attr = scalar_attribute(file_.get(), object, name, H5T_STD_I64LE);
   GRIDLM_H5_CHECK(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value));
 }
 
 void ParallelFile::write_attribute(const std::string& object, const std::string& name,
                                    double value) {
+  const parallel::flight::BlockingScope waited = collective("hdf5 write attribute", sizeof value);
   H5Handle attr = scalar_attribute(file_.get(), object, name, H5T_IEEE_F64LE);
   GRIDLM_H5_CHECK(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value));
 }
@@ -266,6 +230,7 @@ void ParallelFile::write_attribute(const std::string& object, const std::string&
   H5Handle type(GRIDLM_H5_CHECK(H5Tcopy(H5T_C_S1)));
   GRIDLM_H5_CHECK(H5Tset_size(type.get(), H5T_VARIABLE));
   GRIDLM_H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8));
+  const parallel::flight::BlockingScope waited = collective("hdf5 write attribute", value.size());
   H5Handle attr = scalar_attribute(file_.get(), object, name, type.get());
   const char* text = value.c_str();
   GRIDLM_H5_CHECK(H5Awrite(attr.get(), type.get(), &text));
@@ -397,8 +362,13 @@ void ParallelFile::write_shard(const std::string& name, const TensorShard& shard
   GRIDLM_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY));
   H5Handle lcpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
   GRIDLM_H5_CHECK(H5Pset_create_intermediate_group(lcpl.get(), 1));
-  H5Handle dset(GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<float>::file(),
-                                           file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT)));
+  H5Handle dset;
+  {
+    const parallel::flight::BlockingScope waited = collective("hdf5 create dataset", 0);
+    dset = H5Handle(
+        GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<float>::file(),
+                                   file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT)));
+  }
   const haddr_t at = H5Dget_offset(dset.get());
   const bool direct_ok =
       transfer == Transfer::independent && at != HADDR_UNDEF && direct() != nullptr;
@@ -406,6 +376,10 @@ void ParallelFile::write_shard(const std::string& name, const TensorShard& shard
   H5Handle mem_space = selection(shard.local_shape, split.memory);
   file_space = selection(shard.global_shape, split.file);
   H5Handle dxpl = transfer_list(transfer);
+  const std::uint64_t bytes = local.size() * sizeof(float);
+  const parallel::flight::BlockingScope waited =
+      transfer == Transfer::collective ? collective("hdf5 write", bytes)
+                                       : independent("hdf5 write (independent)", bytes);
   GRIDLM_H5_CHECK(H5Dwrite(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
                            dxpl.get(), local.data()));
   for (const DirectRun& run : split.direct)
@@ -494,6 +468,10 @@ void ParallelFile::read_shard(const std::string& name, const TensorShard& shard,
   H5Handle file_space = selection(shard.global_shape, split.file);
   H5Handle mem_space = selection(shard.local_shape, split.memory);
   H5Handle dxpl = transfer_list(transfer);
+  const std::uint64_t bytes = local.size() * sizeof(float);
+  const parallel::flight::BlockingScope waited =
+      transfer == Transfer::collective ? collective("hdf5 read", bytes)
+                                       : independent("hdf5 read (independent)", bytes);
   GRIDLM_H5_CHECK(H5Dread(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
                           dxpl.get(), local.data()));
   for (const DirectRun& run : split.direct)
@@ -504,12 +482,23 @@ void ParallelFile::flush() {
   // HDF5's flush is collective: a rank whose own sync failed still takes part, then reports.
   std::string failed;
   try {
+    const parallel::flight::BlockingScope waited = independent("fsync", 0);
     if (direct_) direct_->sync();
   } catch (const Error& e) {
     failed = e.what();
   }
-  GRIDLM_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL));
+  {
+    const parallel::flight::BlockingScope waited = collective("hdf5 flush", 0);
+    GRIDLM_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL));
+  }
   if (!failed.empty()) throw Error(failed);
+}
+
+void ParallelFile::close() {
+  direct_.reset();
+  if (!file_) return;
+  const parallel::flight::BlockingScope waited = collective("hdf5 close", 0);
+  file_.reset();
 }
 
 bool ParallelFile::has_object(const std::string& name) const {

@@ -12,23 +12,12 @@
 #include <vector>
 
 #include "io/direct_file.hpp"
+#include "io/h5_file_problem.hpp"
 #include "io/h5_handle.hpp"
+#include "parallel/flight_recorder.hpp"
 #include "parallel/span.hpp"
 
 namespace gridlm::io {
-
-// Whether `path` is an HDF5 file (false for a missing or unreadable one), without HDF5 printing
-// anything.
-bool is_hdf5_file(const std::string& path);
-
-// Why `path` cannot be opened as an HDF5 file, in words ("does not exist", "is a directory",
-// "is empty", "is not an HDF5 file: it begins with text 'step,loss'"), or "" when it is a
-// readable file with HDF5's signature; opening it may still find it damaged or cut short.
-std::string hdf5_file_problem(const std::string& path);
-
-// The message for an HDF5 file with the signature that HDF5 still cannot open: its size and
-// HDF5's reason ("truncated file: eof = ..."), and the fix.
-std::string damaged_hdf5_message(const std::string& path);
 
 // Whether a transfer is one collective operation (every rank of the file's communicator calls
 // it, each with its own range, possibly empty) or each rank's own.
@@ -164,14 +153,27 @@ public:
   void flush();
 
   // Closes the file collectively (also done by the destructor).
-  void close() {
-    direct_.reset();
-    file_.reset();
-  }
+  void close();
+  ~ParallelFile() { close(); }
+  ParallelFile(ParallelFile&&) noexcept = default;
+  ParallelFile& operator=(ParallelFile&&) = delete;
 
 private:
-  ParallelFile(std::string path, H5Handle file, bool writable)
-      : path_(std::move(path)), file_(std::move(file)), writable_(writable) {}
+  using Members = std::shared_ptr<const std::vector<int>>;
+  ParallelFile(std::string path, H5Handle file, bool writable, Members members)
+      : path_(std::move(path)), file_(std::move(file)), writable_(writable),
+        members_(std::move(members)), label_(parallel::flight::label(path_)) {}
+  // The flight recorder's record of one HDF5 call that blocks this rank (parallel/watchdog.hpp):
+  // a collective one names the file's ranks, so that a rank held up elsewhere is named as the one
+  // the others wait for; an independent one (a transfer of this rank's own) names none. Without
+  // them a job hung inside HDF5 (a stalled file system, metadata that differ between ranks) would
+  // hang until the batch system's limit with nothing said.
+  parallel::flight::BlockingScope collective(const char* op, std::uint64_t bytes) const {
+    return parallel::flight::BlockingScope(op, label_, bytes, members_);
+  }
+  parallel::flight::BlockingScope independent(const char* op, std::uint64_t bytes) const {
+    return parallel::flight::BlockingScope(op, label_, bytes);
+  }
   // The file opened for direct transfers, on first use; nothing when direct I/O is off or the
   // file system refuses it.
   DirectFile* direct() const;
@@ -181,6 +183,8 @@ private:
   bool direct_io_ = true;
   mutable bool direct_opened_ = false;
   mutable std::unique_ptr<DirectFile> direct_;
+  Members members_;        // the world ranks of the file's communicator
+  const char* label_ = ""; // the path, as the flight recorder keeps it
 };
 
 } // namespace gridlm::io

@@ -16,7 +16,7 @@
 namespace gridlm::parallel::fault {
 namespace {
 
-enum class Kind { none, skip_send, hang, nan_grad, loss_spike, error };
+enum class Kind { none, skip_send, hang, hang_in_save, nan_grad, loss_spike, error };
 
 struct Fault {
   Kind kind = Kind::none;
@@ -37,23 +37,26 @@ void configure_from_environment() {
   const char* text = std::getenv("GRIDLM_FAULT");
   if (text == nullptr || *text == '\0') return;
   // At most 9 digits: a number that fits an int.
-  const std::regex form(R"((skip_send|hang|nan_grad|loss_spike|error):([0-9]{1,9}):([0-9]{1,9}))");
+  const std::regex form(
+      R"((skip_send|hang_in_save|hang|nan_grad|loss_spike|error):([0-9]{1,9}):([0-9]{1,9}))");
   std::smatch m;
   const std::string value(text);
   if (!std::regex_match(value, m, form) || std::stoi(m[3]) < 1) {
-    throw Error(fmt::format(
-        "GRIDLM_FAULT={}: expected KIND:RANK:STEP with KIND one of skip_send, hang, "
-        "nan_grad, loss_spike, error and STEP from 1 (a test-only switch; unset it for real "
-        "runs)",
-        value));
+    throw Error(
+        fmt::format("GRIDLM_FAULT={}: expected KIND:RANK:STEP with KIND one of skip_send, hang, "
+                    "hang_in_save, nan_grad, loss_spike, error and STEP from 1 (a test-only "
+                    "switch; unset it for real "
+                    "runs)",
+                    value));
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  f.kind = m[1] == "hang"         ? Kind::hang
-           : m[1] == "nan_grad"   ? Kind::nan_grad
-           : m[1] == "loss_spike" ? Kind::loss_spike
-           : m[1] == "error"      ? Kind::error
-                                  : Kind::skip_send;
+  f.kind = m[1] == "hang"           ? Kind::hang
+           : m[1] == "hang_in_save" ? Kind::hang_in_save
+           : m[1] == "nan_grad"     ? Kind::nan_grad
+           : m[1] == "loss_spike"   ? Kind::loss_spike
+           : m[1] == "error"        ? Kind::error
+                                    : Kind::skip_send;
   f.step = std::stoi(m[3]) - 1; // the recorder counts from 0
   f.armed = std::stoi(m[2]) == rank;
 }
@@ -69,6 +72,13 @@ bool skip_this_send() {
 void hang_if_asked(int step) {
   Fault& f = fault();
   if (!f.armed || f.kind != Kind::hang || step != f.step) return;
+  for (;;)
+    std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+void hang_in_save_if_asked(int steps_done) {
+  Fault& f = fault();
+  if (!f.armed || f.kind != Kind::hang_in_save || steps_done != f.step + 1) return;
   for (;;)
     std::this_thread::sleep_for(std::chrono::hours(1));
 }

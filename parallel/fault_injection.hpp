@@ -2,6 +2,8 @@
 // waiting forever (tests/cli/hang.sh). The environment variable GRIDLM_FAULT asks for one fault:
 //   GRIDLM_FAULT=skip_send:RANK:STEP   world rank RANK drops its first send at or after STEP
 //   GRIDLM_FAULT=hang:RANK:STEP        world rank RANK sleeps forever when STEP begins
+//   GRIDLM_FAULT=hang_in_save:RANK:STEP  world rank RANK sleeps forever as the file of the
+//                                      checkpoint after STEP is created (a stalled file system)
 //   GRIDLM_FAULT=nan_grad:RANK:STEP    world rank RANK's gradient gets a NaN in STEP
 //   GRIDLM_FAULT=loss_spike:RANK:STEP  world rank RANK's loss of STEP is 100 higher
 //   GRIDLM_FAULT=error:RANK:STEP       world rank RANK throws an error right after its first
@@ -22,6 +24,9 @@ bool skip_this_send();
 
 // Sleeps forever when this rank is to hang at this step.
 void hang_if_asked(int step);
+
+// Sleeps forever when this rank is to hang as it writes the checkpoint of `steps_done` (from 1).
+void hang_in_save_if_asked(int steps_done);
 
 // True once, when this rank is to poison its gradient in `step` (0-based).
 bool nan_gradient_now(int step);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 namespace gridlm::parallel::flight {
 namespace {
@@ -122,6 +123,14 @@ void set_phase(const char* phase, int micro, int chunk) {
   s.chunk = chunk;
   s.phase_since = now;
   ++s.activity;
+}
+
+const char* label(const std::string& text) {
+  // Node-based: the strings never move. A run adds one per file it opens (a checkpoint a save).
+  static std::mutex mutex;
+  static std::set<std::string> labels;
+  const std::lock_guard<std::mutex> lock(mutex);
+  return labels.insert(text).first->c_str();
 }
 
 Snapshot snapshot() {

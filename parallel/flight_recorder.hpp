@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace gridlm::parallel::flight {
@@ -70,6 +71,10 @@ void completed(std::uint64_t seq);
 void set_step(int step);
 // `phase` must outlive the phase (a literal); micro and chunk -1 for a phase of no op.
 void set_phase(const char* phase, int micro, int chunk);
+
+// A lasting copy of `text` for a record's `axis` (a file's path, say): the same pointer for the
+// same text, kept until the process ends (a record outlives the object it names).
+const char* label(const std::string& text);
 
 Snapshot snapshot();
 int current_step();

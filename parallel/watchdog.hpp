@@ -1,6 +1,6 @@
 // The hang watchdog: a thread that never calls MPI and watches the flight recorder. When this
-// rank has waited in one communication operation for parallel.timeout_seconds, it writes what
-// it knows to <dir>/hang/rank-<r>.json, asks every other rank's watchdog (through a file in
+// rank has waited in one communication or HDF5 operation for parallel.timeout_seconds, it writes
+// what it knows to <dir>/hang/rank-<r>.json, asks every other rank's watchdog (through a file in
 // the same, shared directory) to write theirs, reads them, names the likely culprit (the rank
 // the others wait for), prints that to stderr and to <dir>/hang/report.txt, and ends the
 // process with exit_hung; every other rank's watchdog, having answered, ends its process with

@@ -47,10 +47,20 @@ case $flavour in
   *) echo "build.sh: unknown flavour '$flavour'; use cpu, cuda, fuzz or sanitize" >&2; exit 2 ;;
 esac
 
+# ccache, when installed (GRIDLM_CCACHE=0 turns it off), lets the CUDA check build reuse the CPU
+# build's objects: in its preprocessor mode a file whose preprocessed text is the same hits, and
+# only the few that see CUDA, NCCL or version.hpp compile again (167 s down to about 40 s here).
+# Its cache lives in build-ccache/ unless CCACHE_DIR says otherwise, so a fresh clone starts cold;
+# the launcher carries the setting, so that ninja run by hand in a build folder uses it too.
+launcher=()
+if [[ ${GRIDLM_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null; then
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_DIR=${CCACHE_DIR:-$PWD/build-ccache};CCACHE_BASEDIR=$PWD;ccache")
+fi
+
 # Configured once; again when CMake arguments are given (they would be ignored otherwise).
 if [[ ! -f $dir/CMakeCache.txt || $# -gt 0 ]]; then
   cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DGRIDLM_WARNINGS_AS_ERRORS=ON "${flags[@]}" "$@" >"$dir.configure.log" 2>&1 || {
+    -DGRIDLM_WARNINGS_AS_ERRORS=ON "${launcher[@]}" "${flags[@]}" "$@" >"$dir.configure.log" 2>&1 || {
     cat "$dir.configure.log" >&2
     exit 1
   }

@@ -18,7 +18,7 @@ mkdir -p "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 start=$(date +%s)
 if [[ $fault == dump || $fault == dump_all ]]; then
-  timeout 120 "$mpiexec" -n "$ranks" "$gridlm" train --config "$config" --set train.steps=1500 \
+  timeout -k 5 120 "$mpiexec" -n "$ranks" "$gridlm" train --config "$config" --set train.steps=1500 \
     --set train.log_every=500 --set output.metrics=metrics.jsonl --set output.dir="$work" "$@" &
   pid=$!
   for _ in $(seq 600); do
@@ -33,7 +33,7 @@ if [[ $fault == dump || $fault == dump_all ]]; then
   for _ in $(seq 100); do [[ -f $work/hang/report.txt ]] && break; sleep 0.1; done
   wait $pid
 else
-  GRIDLM_FAULT=$fault GRIDLM_STATUS_FILE=$work/status timeout 120 "$mpiexec" -n "$ranks" \
+  GRIDLM_FAULT=$fault GRIDLM_STATUS_FILE=$work/status timeout -k 5 120 "$mpiexec" -n "$ranks" \
     "$gridlm" train --config "$config" --set train.steps=50 --set parallel.timeout_seconds=2 \
     --set train.log_every=1 --set output.dir="$work" "$@" >"$work/out" 2>&1 &
   pid=$!
