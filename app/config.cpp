@@ -72,7 +72,8 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &t.max_bad_steps},
       {"train", "skip_steps",
        "steps (counted from 1) whose batches are read and dropped without an update, such as "
-       "\"40001,40100-40120\" (known bad data; empty: none)",
+       "\"40001,40100-40120\" (known bad data; empty: none). A step's samples are those the log "
+       "names for it in this run: a rollback or a new global batch moves them",
        &t.skip_steps},
       {"train", "lr", "peak learning rate", &o.lr},
       {"train", "min_lr", "learning rate at the end of the cosine decay", &o.min_lr},

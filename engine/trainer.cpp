@@ -216,12 +216,12 @@ private:
     if (verdict.bad) answer_bad_step(step, verdict.what, r);
   }
 
-  // train.skip_steps: the step's samples are read (the cursor moves as ever) and dropped.
+  // train.skip_steps: the step's samples are read and dropped (a middle pipeline stage has none).
   void drop_batch(int step, StepRecord& r) {
-    const parallel::Executor::Samples samples = feed_->samples(step);
+    const bool reads = model_.executor().needs_tokens();
     std::vector<std::int32_t> seq;
-    for (int micro = 0; micro < config_.train.grad_accum; ++micro)
-      samples(micro, seq);
+    for (int micro = 0; reads && micro < config_.train.grad_accum; ++micro)
+      feed_->samples(step)(micro, seq);
     r.loss = r.grad_norm = std::nan("");
     r.lr = layers::learning_rate(plan_.optim, step);
     r.action = "skip_steps";

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 
@@ -259,6 +260,11 @@ TokenDataset::TokenDataset(MPI_Comm comm, const std::string& path,
     }
     check_readable(path);
   });
+  // The file as found before the collective open, and again after the sample handle's open: a
+  // file replaced in between (prepare-data renames a new one into place) would be checked as one
+  // file and read as another. The open synchronises the ranks, so no rank can see only the new
+  // file while another sees only the old.
+  const Identity before = identity_of(path);
   file_.emplace(ParallelFile::open_read(comm, path));
   parallel::run_agreed(comm, [&] {
     info_ = read_dataset_info(file_->id(), path);
@@ -275,14 +281,18 @@ TokenDataset::TokenDataset(MPI_Comm comm, const std::string& path,
     documents_ = train ? info_.documents : info_.valid_documents;
     if (!train && documents_ == 0) {
       throw Error(fmt::format("'{}' has no validation split (0 documents); prepare it with "
-                              "gridlm prepare-data --valid-fraction F",
+                              "gridlm prepare-data --valid-fraction F, or set train.eval_every = 0 "
+                              "to train without validation",
                               path));
     }
     if (tokens_ < std::uint64_t(options.sample_length)) {
-      throw Error(fmt::format("'{}' holds {} tokens in its {} split, fewer than one sample of "
-                              "{} (model.seq_len + 1); lower model.seq_len or prepare more text",
-                              path, tokens_, train ? "training" : "validation",
-                              options.sample_length));
+      throw Error(fmt::format(
+          "'{}' holds {} tokens in its {} split, fewer than one sample of {} (model.seq_len + 1); "
+          "{}",
+          path, tokens_, train ? "training" : "validation", options.sample_length,
+          train ? "lower model.seq_len (for a new run) or prepare more text"
+                : "prepare it again with a larger --valid-fraction or more text, or set "
+                  "train.eval_every = 0 to train without validation"));
     }
     order_.emplace((tokens_ - 1) / std::uint64_t(options.sample_length - 1), options.seed);
     // Sample reads go through a second, POSIX (sec2) handle of this rank's own: they need no
@@ -295,6 +305,11 @@ TokenDataset::TokenDataset(MPI_Comm comm, const std::string& path,
     }
     tokens_dataset_ =
         H5Handle(GRIDLM_H5_CHECK(H5Dopen2(local_file_.get(), tokens_name_.c_str(), H5P_DEFAULT)));
+    if (!(identity_of(path) == before)) {
+      throw Error(fmt::format("'{}' changed while the job opened it (replaced or written to): "
+                              "run the job again once the file is complete; on {}",
+                              path, where()));
+    }
   });
   if (options.check_token_ids) check_token_ids(comm);
 }
@@ -320,16 +335,24 @@ void TokenDataset::check_token_ids(MPI_Comm comm) const {
       }
       at += n;
     }
-    // Offsets: this rank's share and the entry before it, non-decreasing from 0 to tokens_.
+    // Offsets: this rank's share and the entry before it, non-decreasing from 0 to tokens_; in
+    // blocks, as the tokens (a corpus of 10^8 documents has 0.8 GB of them), each compared with
+    // the last of the block before.
     std::uint64_t at = cut(documents_ + 1, rank), end = cut(documents_ + 1, rank + 1);
     if (at > 0) --at;
-    std::vector<std::uint64_t> offsets(end - at);
-    file_->read(offsets_name_, at, Span<std::uint64_t>(offsets), Transfer::independent);
-    for (std::size_t i = 0; i < offsets.size(); ++i) {
-      const std::uint64_t d = at + i;
-      const bool ok = offsets[i] <= tokens_ && (i == 0 || offsets[i] >= offsets[i - 1]) &&
-                      (d != 0 || offsets[i] == 0) && (d != documents_ || offsets[i] == tokens_);
-      if (!ok) bad_offset = std::min(bad_offset, std::int64_t(d));
+    std::vector<std::uint64_t> offsets(std::size_t(1) << 17);
+    std::uint64_t previous = 0;
+    for (const std::uint64_t first = at; at < end;) {
+      const std::uint64_t n = std::min<std::uint64_t>(offsets.size(), end - at);
+      file_->read(offsets_name_, at, Span<std::uint64_t>(offsets.data(), n), Transfer::independent);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const std::uint64_t d = at + i;
+        const bool ok = offsets[i] <= tokens_ && (d == first || offsets[i] >= previous) &&
+                        (d != 0 || offsets[i] == 0) && (d != documents_ || offsets[i] == tokens_);
+        if (!ok) bad_offset = std::min(bad_offset, std::int64_t(d));
+        previous = offsets[i];
+      }
+      at += n;
     }
   });
   std::int64_t sums[1] = {bad}, mins[2] = {first_bad, bad_offset}, maxs[1] = {largest};
@@ -371,14 +394,18 @@ void TokenDataset::sample(std::int32_t* out, std::uint64_t index, int length) co
     throw Error(fmt::format("sample of {} tokens asked from '{}', opened for samples of {}", length,
                             info_.path, options_.sample_length));
   }
+  const std::uint64_t offset = sample_offset(index);
   try {
-    read_tokens(sample_offset(index), out, std::uint64_t(length));
-  } catch (const std::exception&) {
+    read_tokens(offset, out, std::uint64_t(length));
+  } catch (const std::exception& e) {
     // A read that fails on a file damaged since it was opened is reported as that damage.
-    check_unchanged(nullptr, 0);
-    throw;
+    check_unchanged(nullptr, 0, true);
+    throw Error(fmt::format("cannot read sample {} (tokens [{}, {})) of '{}': {}. The file is "
+                            "unchanged since the job opened it: check the file system, then "
+                            "resume from the newest checkpoint with --resume auto",
+                            index, offset, offset + std::uint64_t(length), info_.path, e.what()));
   }
-  check_unchanged(out, length);
+  check_unchanged(out, length, false);
 }
 
 TokenDataset::Identity TokenDataset::identity_of(const std::string& path) {
@@ -392,8 +419,15 @@ TokenDataset::Identity TokenDataset::identity_of(const std::string& path) {
   return id;
 }
 
-void TokenDataset::check_unchanged(const std::int32_t* sample, int length) const {
-  const Identity now = identity_of(info_.path);
+void TokenDataset::check_unchanged(const std::int32_t* sample, int length, bool now_too) const {
+  // The file's identity at most once a second (every rank's stat of one file, per sample, loads
+  // a parallel file system's metadata server); the sample's ids every time.
+  const long long clock = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count();
+  const bool stat_now = now_too || clock >= next_stat_ns_;
+  if (stat_now) next_stat_ns_ = clock + 1000000000LL;
+  const Identity now = stat_now ? identity_of(info_.path) : opened_;
   std::string what;
   if (now.inode == 0) {
     what = "it is gone (removed or renamed)";
@@ -402,7 +436,8 @@ void TokenDataset::check_unchanged(const std::int32_t* sample, int length) const
   } else if (now.size != opened_.size) {
     what = fmt::format("its size went from {} to {} bytes", opened_.size, now.size);
   } else if (now.modified_ns != opened_.modified_ns) {
-    what = "it was written to";
+    what = "it was written to (its modification time changed; `touch` does that too, and then "
+           "resuming as it is is enough)";
   }
   for (int i = 0; what.empty() && i < length; ++i) {
     if (sample[i] < 0 || sample[i] >= std::int32_t(info_.vocab_size)) {

@@ -84,7 +84,8 @@ private:
   // Throws when the file is no longer the one opened (replaced, cut short or written to since),
   // or a sample holds an id outside the vocabulary: HDF5 reads past a file's end as zeros, and a
   // damaged id would index past the embedding.
-  void check_unchanged(const std::int32_t* sample, int length) const;
+  // The file is looked at once a second at most, or now when `now_too`.
+  void check_unchanged(const std::int32_t* sample, int length, bool now_too) const;
 
   struct Identity {
     unsigned long long device = 0, inode = 0, size = 0;
@@ -105,6 +106,8 @@ private:
   std::uint64_t tokens_ = 0, documents_ = 0;
   std::optional<SampleOrder> order_;
   Identity opened_; // the file as it was when opened
+  // Steady-clock time of the next look at the file (one thread reads samples at a time).
+  mutable long long next_stat_ns_ = 0;
 };
 
 } // namespace gridlm::io

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -67,12 +68,23 @@ std::string grid_part() {
 Error::Error(const std::string& message) : std::runtime_error(message), grid_(grid_part()) {}
 Error::Error(const char* message) : std::runtime_error(message), grid_(grid_part()) {}
 
+namespace {
+std::atomic<int> g_world_rank{-1}, g_world_size{0}; // remember_world's
+} // namespace
+
+void remember_world(int rank, int size) {
+  g_world_size = size;
+  g_world_rank = rank;
+}
+
 std::string where() {
   std::string text;
   if (mpi_running()) {
-    int rank = 0, size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rank = g_world_rank, size = g_world_size;
+    if (rank < 0) { // MPI started without MpiRuntime (a benchmark): asked on the calling thread
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
     text = fmt::format("rank {} of {} on host {}", rank, size, host_name());
   } else {
     text = fmt::format("process {} on host {}", static_cast<long>(getpid()), host_name());

@@ -45,6 +45,10 @@ private:
 // names the newest GridCoordinatesScope alive, if any.
 std::string where();
 
+// The world rank and size where() says, noted once on the main thread right after MPI_Init
+// (parallel::MpiRuntime): MPI_THREAD_FUNNELED lets no other thread ask MPI for them.
+void remember_world(int rank, int size);
+
 // Registers this rank's grid coordinates for where() while it lives. parallel::Grid holds one,
 // so errors name the coordinates of the grid that exists, and none once it is gone. Scopes
 // normally nest (a test's MPI_COMM_SELF grid inside the world grid): destroying one restores the

@@ -23,6 +23,7 @@ MpiRuntime::MpiRuntime(int& argc, char**& argv) {
   GRIDLM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   GRIDLM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   GRIDLM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  remember_world(rank_, size_);
   // Every program (tests included) waits politely on an oversubscribed node from its first
   // collective; parallel.wait may change this once a configuration is read.
   set_job_wait_policy("auto", MPI_COMM_WORLD);

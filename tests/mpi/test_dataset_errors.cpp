@@ -204,6 +204,37 @@ TEST_F(DatasetErrors, DocumentOffsetsOutOfOrder) {
   EXPECT_TRUE(has(msg, "has a bad entry 4 in '/doc_offsets'")) << msg;
 }
 
+// The offsets are checked in blocks of 2^17 entries: a fall from the last entry of one block to
+// the first of the next (at one rank; more ranks cut the list elsewhere) is found too. The file
+// is given 140000 documents, all empty but one, with a fall at entry 131072.
+TEST_F(DatasetErrors, DocumentOffsetsThatFallAcrossABlock) {
+  const std::uint64_t documents = 140000, fall = std::uint64_t(1) << 17;
+  const std::uint64_t tokens = written_.tokens.size();
+  edit([&](hid_t f) {
+    std::vector<std::uint64_t> o(documents + 1, tokens);
+    for (std::uint64_t d = 0; d < fall; ++d)
+      o[d] = d + 1 == fall ? 5 : 0;
+    o[fall] = 4;
+    H5Ldelete(f, "/doc_offsets", H5P_DEFAULT);
+    const hsize_t n = o.size();
+    io::H5Handle space(H5Screate_simple(1, &n, nullptr));
+    io::H5Handle d(H5Dcreate2(f, "/doc_offsets", H5T_STD_U64LE, space.get(), H5P_DEFAULT,
+                              H5P_DEFAULT, H5P_DEFAULT));
+    H5Dwrite(d.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, o.data());
+    set_int_attribute(f, "n_documents", std::int64_t(documents));
+  });
+  const std::string msg = open_error();
+  EXPECT_TRUE(has(msg, fmt::format("has a bad entry {} in '/doc_offsets'", fall))) << msg;
+}
+
+// A validation split too short for one sample: the fixes are the split's, not model.seq_len.
+TEST_F(DatasetErrors, ValidationSplitShorterThanOneSample) {
+  const std::string msg = open_error(int(written_.valid_tokens.size()) + 1, io::Split::valid);
+  EXPECT_TRUE(has(msg, "in its validation split, fewer than one sample")) << msg;
+  EXPECT_TRUE(has(msg, "a larger --valid-fraction")) << msg;
+  EXPECT_TRUE(has(msg, "train.eval_every = 0")) << msg;
+}
+
 TEST_F(DatasetErrors, BrokenTokenizer) {
   edit([](hid_t f) {
     io::H5Handle d(H5Dopen2(f, "/tokenizer/model", H5P_DEFAULT));
