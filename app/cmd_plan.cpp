@@ -56,6 +56,20 @@ parallel::Layout parse_layout(const std::string& text) {
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1ull << 30)); }
 
+// `word` as a shell reads it back: as it is when it holds nothing the shell treats specially,
+// else in single quotes (a configuration path with a space, a --set value with a quote).
+std::string shell_word(const std::string& word) {
+  const bool plain =
+      !word.empty() &&
+      word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijk"
+                             "lmnopqrstuvwxyz0123456789_./=,:+-@%") == std::string::npos;
+  if (plain) return word;
+  std::string out = "'";
+  for (const char c : word)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 std::string plan_report(const PlanCommand& cmd, const engine::RunConfig& config,
                         const engine::Profile& machine, const engine::PlanResult& r) {
   std::string out = fmt::format(
@@ -80,9 +94,14 @@ std::string plan_report(const PlanCommand& cmd, const engine::RunConfig& config,
     out += "no layout can run; the reasons are below\n";
   } else {
     const engine::Ranked& best = r.ranked.front();
-    out += fmt::format(
-        "best: {}gridlm train{} {}\n", cmd.recompute ? "(priced with recomputation) " : "",
-        cmd.config_path.empty() ? "" : " --config " + cmd.config_path, best.candidate.flags());
+    // The plan's own overrides too, before the layout's (which win where both set a key).
+    std::string sets;
+    for (const std::string& s : cmd.sets)
+      sets += " --set " + shell_word(s);
+    out += fmt::format("best: {}gridlm train{}{} {}\n",
+                       cmd.recompute ? "(priced with recomputation) " : "",
+                       cmd.config_path.empty() ? "" : " --config " + shell_word(cmd.config_path),
+                       sets, best.candidate.flags());
     out += fmt::format("  step {:.1f} ms = pipeline {:.1f} (bubble {:.1f}%) + exposed dp "
                        "reduction {:.1f} + optimizer {:.1f} + the rest\n",
                        1e3 * best.prediction.step_seconds, 1e3 * best.prediction.pipeline_seconds,

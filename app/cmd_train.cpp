@@ -57,6 +57,9 @@ void run(const TrainCommand& cmd) {
     std::printf("%s\n", planned.report.c_str());
   }
   parallel::run_agreed(MPI_COMM_WORLD, [&] {
+    // The planner's layout is checked as a configuration written so would be (it knows the
+    // engine's refusals, not every one of validate()'s).
+    if (!planned.report.empty()) validate(config);
     grid_options.layout.dp = parallel::parse_axis("parallel.dp", config.parallel.dp);
     grid_options.layout.pp = parallel::parse_axis("parallel.pp", config.parallel.pp);
     grid_options.layout.tp = parallel::parse_axis("parallel.tp", config.parallel.tp);

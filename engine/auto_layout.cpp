@@ -47,8 +47,9 @@ bool keeps(const RunConfig& config, const Candidate& c) {
   auto axis = [](const std::string& key, int value) {
     return key == "auto" || key == std::to_string(value);
   };
+  // One stage runs every schedule alike, so the planner prices only 1f1b there.
   return axis(pc.dp, c.layout.dp) && axis(pc.pp, c.layout.pp) && axis(pc.tp, c.layout.tp) &&
-         c.schedule == pc.schedule && c.chunks == pc.chunks &&
+         (c.schedule == pc.schedule || c.layout.pp == 1) && c.chunks == pc.chunks &&
          (c.zero == pc.zero || c.layout.dp == 1);
 }
 
@@ -89,6 +90,7 @@ AutoLayout plan_auto_layout(const RunConfig& config, MPI_Comm world) {
     const Candidate& c = best->candidate;
     out.config = with_candidate(config, c);
     out.config.parallel.zero = pc.zero;
+    out.config.parallel.schedule = pc.schedule;
     out.report = fmt::format(
         "layout planner (parallel.profile = {}): {}, {} micro-batch(es) of {} per replica "
         "(global batch {}), stage layout {}: predicted {:.1f} ms per step, {:.0f} tokens/s, "

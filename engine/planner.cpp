@@ -103,14 +103,26 @@ OpTimes op_cost(const Profile& p, const RunConfig& config, Piece piece, int tp, 
                                : measured_op(p, piece, tp, b);
 }
 
-// Floats of parameters a rank of virtual stage q holds, from the model's own table.
-double stage_params(const layers::ModelConfig& m, const std::vector<int>& blocks, int q, int tp) {
-  int first = 0;
-  for (int i = 0; i < q; ++i)
-    first += blocks[i];
-  const int Q = int(blocks.size());
-  const layers::StageSpec spec{first, first + blocks[q], q == 0, q == Q - 1};
-  return double(layers::make_param_table(m, spec, 0, tp).total);
+// Floats of parameters a rank of stage st (of P, each of `chunks` virtual stages q = ch P + st)
+// holds, from the model's own table: all of them, and the embeddings' (at the flat buffer's
+// start, so their gradients are reduced last).
+struct StageParams {
+  double all = 0, embeddings = 0;
+};
+StageParams stage_params(const layers::ModelConfig& m, const std::vector<int>& blocks, int st,
+                         int P, int chunks, int tp) {
+  StageParams out;
+  for (int q = st; q < P * chunks; q += P) {
+    int first = 0;
+    for (int i = 0; i < q; ++i)
+      first += blocks[i];
+    const layers::StageSpec spec{first, first + blocks[q], q == 0, q == int(blocks.size()) - 1};
+    const layers::ParamTable t = layers::make_param_table(m, spec, 0, tp);
+    out.all += double(t.total);
+    for (const layers::ParamInfo& p : t.params)
+      if (p.kind == layers::ParamKind::embedding) out.embeddings += double(p.size);
+  }
+  return out;
 }
 
 // Whether every replica's pipeline (ranks d tp P ... (d + 1) tp P - 1) lies inside one node.
@@ -159,8 +171,10 @@ void check_profiled_model(const Profile& machine, const layers::ModelConfig& m,
 struct DpCost {
   double exposed = 0, gather = 0;
 };
-DpCost dp_cost(double bytes, double bucket_bytes, int dp, int zero, const CommCosts& link,
-               double window, double first_forward) {
+// `late_bytes`: the embeddings' gradients at the buffer's start, which the engine reduces only
+// once the step's ops are done (engine/grad_sync.hpp).
+DpCost dp_cost(double bytes, double late_bytes, double bucket_bytes, int dp, int zero,
+               const CommCosts& link, double window, double first_forward) {
   DpCost d;
   if (dp <= 1) return d;
   const int buckets = bucket_bytes > 0 ? int(std::ceil(bytes / bucket_bytes)) : 1;
@@ -169,10 +183,16 @@ DpCost dp_cost(double bytes, double bucket_bytes, int dp, int zero, const CommCo
     return zero ? reduce_scatter_seconds(link.reduce_scatter, n, dp)
                 : all_reduce_seconds(link.all_reduce, n, dp);
   };
-  const double total = (buckets - 1) * time(one) + time(bytes - (buckets - 1) * one);
-  // Buckets start while the stage's last weight-gradient op runs (`window`); the last bucket
-  // cannot hide.
-  d.exposed = std::max(time(one), total - window);
+  auto in_buckets = [&](double n) { // n bytes as buckets of `one` and a last, smaller one
+    const double whole = std::floor(n / one), rest = n - whole * one;
+    return whole * time(one) + (rest > 0 ? time(rest) : 0.0);
+  };
+  // Buckets (counted from the buffer's end) wholly past the embeddings start while the stage's
+  // last weight-gradient op runs (`window`); the others, after the ops. The last bucket cannot
+  // hide.
+  const double early = bucket_bytes > 0 ? std::floor((bytes - late_bytes) / one) * one : 0.0;
+  const double hidden = std::max(0.0, in_buckets(early) - window);
+  d.exposed = early < bytes ? hidden + in_buckets(bytes - early) : std::max(time(one), hidden);
   if (zero) {
     const double ag = buckets * all_gather_seconds(link.all_gather, one, dp);
     // The next forward waits for each bucket where it first reads it.
@@ -396,11 +416,9 @@ Prediction predict_with(const RunConfig& config, const Candidate& c, const Profi
   const double bucket_bytes = config.parallel.grad_bucket_mb * double(1 << 20);
   double after_pipeline = 0, optimizer = 0;
   for (int st = 0; st < P; ++st) {
-    double params = 0;
-    for (int ch = 0; ch < c.chunks; ++ch)
-      params += stage_params(m, c.stage_blocks, ch * P + st, l.tp);
+    const StageParams sp = stage_params(m, c.stage_blocks, st, P, c.chunks, l.tp);
     const auto& last = tl.stages[st].back();
-    const DpCost dp = dp_cost(4 * params, bucket_bytes, l.dp, c.zero, dp_link,
+    const DpCost dp = dp_cost(4 * sp.all, 4 * sp.embeddings, bucket_bytes, l.dp, c.zero, dp_link,
                               bucket_bytes > 0 ? last.end - last.start : 0,
                               cost(st, parallel::Op{parallel::OpKind::F, 0, 0}));
     double tied = 0;
@@ -411,7 +429,7 @@ Prediction predict_with(const RunConfig& config, const Candidate& c, const Profi
     }
     after_pipeline = std::max(after_pipeline, last.end - tl.makespan + dp.exposed + tied);
     pr.dp_exposed_seconds = std::max(pr.dp_exposed_seconds, dp.exposed);
-    const double owned = params / (c.zero ? l.dp : 1);
+    const double owned = sp.all / (c.zero ? l.dp : 1);
     const double adamw = machine.source == "machine"
                              ? 28.0 * owned / machine.memory_bandwidth
                              : machine.optimizer_per_param * owned * alone / optimizer_share;
@@ -483,6 +501,11 @@ Profile machine_for(const RunConfig& config, const PlanRequest& request, const P
     // is assumed (what a cluster's nodes give their ranks).
     prof.ranks_per_node = request.ranks_per_node;
     prof.cores_per_node = 0;
+    // A measured profile's memory is the node's, shared by its ranks: by more of them, less
+    // each (a machine file's is a device's own).
+    if (prof.source == "profile") {
+      prof.memory_per_rank *= double(machine.ranks_per_node) / request.ranks_per_node;
+    }
   }
   if (request.ranks > prof.ranks_per_node && !prof.inter) {
     throw Error(fmt::format("{} ranks of {} per node span nodes, but the profile has no costs "

@@ -121,8 +121,18 @@ OpTimes read_op(const Reader& r, bool costs) {
     if (s > 86400) r.fail(key, fmt::format("= {} s is more than a day", s));
     return s;
   };
-  return OpTimes{seconds("forward_s", costs), seconds("backward_s", costs),
-                 seconds("backward_input_s", false), seconds("backward_weight_s", false)};
+  const OpTimes t{seconds("forward_s", costs), seconds("backward_s", costs),
+                  seconds("backward_input_s", costs), seconds("backward_weight_s", costs)};
+  // A block's backward split in two (zb-h1's B and W) is about the whole backward again: halves
+  // far from it would price zero-bubble schedules by a backward that is not the block's.
+  const double split = t.backward_input + t.backward_weight;
+  if (costs && (split < 0.25 * t.backward || split > 4 * t.backward)) {
+    r.fail("backward_input_s", fmt::format("+ backward_weight_s = {} s, where backward_s is {} s: "
+                                           "the two halves of one backward must add up to about "
+                                           "it (within 4 times)",
+                                           split, t.backward));
+  }
+  return t;
 }
 
 json model_json(const layers::ModelConfig& m) {

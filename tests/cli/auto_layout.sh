@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # parallel.profile: `auto` layout axes chosen by the layout planner at the start of gridlm train.
 # At 2 ranks, from a measured profile edited so that tensor parallelism is far faster (the
-# planner must choose tp 2) or far slower (dp 2); then measured at start-up (measure); and
-# without a profile the fixed rules (tp fills the node) with no planner line.
+# planner must choose tp 2) or far slower (dp 2, also with schedule zb-h1); then measured at
+# start-up (measure); and without a profile the fixed rules (tp fills the node) with no planner
+# line.
 # Usage: auto_layout.sh MPIEXEC GRIDLM CONFIG
 set -euo pipefail
 mpiexec=$1 gridlm=$2 config=$3
@@ -35,6 +36,10 @@ expect '^gridlm train: 2 ranks = dp 1 x pp 1 x tp 2' "$out/a.log"
 train --set parallel.profile="$out/slow_tp.json" >"$out/b.log"
 expect 'layout planner .*: dp 2 x pp 1 x tp 1' "$out/b.log"
 expect '^gridlm train: 2 ranks = dp 2 x pp 1 x tp 1' "$out/b.log"
+# A schedule other than 1f1b: one stage runs it as any other (it found no layout at all).
+train --set parallel.profile="$out/slow_tp.json" --set parallel.schedule=zb-h1 >"$out/e.log"
+expect 'layout planner .*: dp 2 x pp 1 x tp 1' "$out/e.log"
+expect '^done: loss' "$out/e.log"
 train --set parallel.profile=measure >"$out/c.log"
 expect 'layout planner \(parallel.profile = measure\): dp . x pp 1 x tp .' "$out/c.log"
 expect '^done: loss' "$out/c.log"

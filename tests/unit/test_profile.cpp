@@ -236,6 +236,20 @@ TEST(Profile, BadFieldsAreNamed) {
             }).find("field 'ops[0].block.forward_s' = 1e+308 s is more than a day"),
             std::string::npos);
   EXPECT_EQ(with([](auto& j) { j["ops"][0]["embedding"]["backward_s"] = 0; }), "");
+  // A block's split backward (zb-h1's B and W) of no time priced zero-bubble schedules as free;
+  // halves far from the whole backward are as wrong.
+  EXPECT_NE(with([](auto& j) {
+              j["ops"][0]["block"]["backward_input_s"] = 0;
+            }).find("field 'ops[0].block.backward_input_s' = 0 must be above 0"),
+            std::string::npos);
+  const std::string halves = with([](auto& j) {
+    j["ops"][0]["block"]["backward_input_s"] = 1e-9;
+    j["ops"][0]["block"]["backward_weight_s"] = 1e-9;
+  });
+  EXPECT_NE(halves.find("field 'ops[0].block.backward_input_s' + backward_weight_s = 2e-09 s, "
+                        "where backward_s is"),
+            std::string::npos)
+      << halves;
   // An integer past int64 (2^64 - 1) was read as -1.
   EXPECT_NE(with([](auto& j) {
               j["ranks_per_node"] = 18446744073709551615ull;
