@@ -39,13 +39,17 @@ public:
     if (!j_.contains(key)) fail(key, "is missing");
     return j_.at(key);
   }
-  double number(const std::string& key, double min, bool allow_equal = true) const {
+  // `max`: past it a value is no machine's (a link of 1e300 s a message priced every layout at
+  // 300-digit step times and still named a best).
+  double number(const std::string& key, double min, bool allow_equal = true,
+                double max = HUGE_VAL) const {
     const json& v = at(key);
     if (!v.is_number()) fail(key, "is not a number");
     const double x = v.get<double>();
     if (!std::isfinite(x) || x < min || (!allow_equal && x == min)) {
       fail(key, fmt::format("= {} must be {} {}", x, allow_equal ? "at least" : "above", min));
     }
+    if (x > max) fail(key, fmt::format("= {:g} is more than {:g}, which no machine has", x, max));
     return x;
   }
   int integer(const std::string& key, int min) const {
@@ -83,7 +87,7 @@ json link_json(const LinkCost& l) {
   return {{"latency_s", l.latency}, {"bandwidth_Bps", l.bandwidth}};
 }
 LinkCost read_link(const Reader& r) {
-  return LinkCost{r.number("latency_s", 0), r.number("bandwidth_Bps", 0, false)};
+  return LinkCost{r.number("latency_s", 0, true, 60), r.number("bandwidth_Bps", 1e3, true, 1e15)};
 }
 
 json comm_json(const CommCosts& c) {
@@ -246,7 +250,7 @@ std::map<std::string, std::vector<MatmulPoint>> read_curves(const Reader& r) {
     std::vector<MatmulPoint>& points = out[precision];
     for (std::size_t i = 0; i < list.size(); ++i) {
       const Reader e = curves.element(precision, i);
-      points.push_back({e.number("gemm_flops", 0, false), e.number("flop_per_s", 0, false)});
+      points.push_back({e.number("gemm_flops", 0, false), e.number("flop_per_s", 1e6, true, 1e18)});
       if (i > 0 && points[i].gemm_flops <= points[i - 1].gemm_flops) {
         e.fail("gemm_flops", fmt::format("= {:g} is not above the point before it ({:g}): list "
                                          "the sizes in ascending order",
@@ -312,8 +316,10 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
                             "gridlm profile",
                             what, e.what()));
   }
-  const Reader r(j, what, "");
-  const std::string format = r.text("format");
+  const std::string format = Reader(j, what, "").text("format");
+  // A machine file's errors name it as one.
+  const bool machine_file = format == "gridlm-machine" && what.rfind("profile ", 0) == 0;
+  const Reader r(j, machine_file ? "machine file " + what.substr(8) : what, "");
   if (format != "gridlm-profile" && format != "gridlm-machine") {
     r.fail("format",
            fmt::format("= '{}' is neither 'gridlm-profile' nor 'gridlm-machine'", format));
@@ -325,18 +331,18 @@ Profile profile_from_json(const std::string& text, const std::string& what) {
   }
   Profile p;
   p.ranks_per_node = r.integer("ranks_per_node", 1);
-  p.memory_per_rank = r.number("memory_per_rank_bytes", 0);
+  p.memory_per_rank = r.number("memory_per_rank_bytes", 0, true, 1e15);
   if (format == "gridlm-machine") {
     p.source = "machine";
     p.name = r.text("name");
     // With curves, matmul_flops serves only the precisions they leave out.
     if (r.has("matmul")) p.matmul_curves = read_curves(r);
     if (!r.has("matmul") || r.has("matmul_flops"))
-      p.matmul_flops = r.number("matmul_flops", 0, false);
-    p.peak_flops = r.number("peak_flops", 0, false);
-    p.memory_bandwidth = r.number("memory_bandwidth_Bps", 0, false);
+      p.matmul_flops = r.number("matmul_flops", 1e6, true, 1e18);
+    p.peak_flops = r.number("peak_flops", 1e6, true, 1e18);
+    p.memory_bandwidth = r.number("memory_bandwidth_Bps", 1e6, true, 1e15);
     if (r.has("bytes_per_activation"))
-      p.activation_bytes = r.number("bytes_per_activation", 0, false);
+      p.activation_bytes = r.number("bytes_per_activation", 0, false, 16);
     const LinkCost intra = read_link(r.child("intra_node"));
     p.intra = CommCosts{intra, intra, intra, intra};
     if (r.has("inter_node")) {

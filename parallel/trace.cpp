@@ -9,7 +9,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/flight_recorder.hpp"
 #include "parallel/mpi_check.hpp"
 
 namespace gridlm::parallel {
@@ -29,6 +31,11 @@ const char* name_of(TraceKind k) {
   return "?";
 }
 
+// The world ranks of the grid's communicator, for the flight recorder's records.
+std::shared_ptr<const std::vector<int>> members(const parallel::Grid& grid) {
+  return std::make_shared<const std::vector<int>>(world_ranks(grid.comm()));
+}
+
 } // namespace
 
 double steady_seconds() {
@@ -37,7 +44,10 @@ double steady_seconds() {
 
 TraceRecorder::TraceRecorder(const parallel::Grid& grid, int steps) : grid_(grid), steps_(steps) {
   if (steps_ <= 0) return;
-  GRIDLM_MPI_CHECK(MPI_Barrier(grid.comm()));
+  {
+    const flight::BlockingScope waited("barrier (trace start)", "world", 0, members(grid));
+    GRIDLM_MPI_CHECK(MPI_Barrier(grid.comm()));
+  }
   origin_ = steady_seconds();
 }
 
@@ -57,12 +67,18 @@ void TraceRecorder::write(const std::string& path) const {
   mine.insert(mine.end(), events_.begin(), events_.end());
   int count = int(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(n)), offsets(static_cast<std::size_t>(n), 0);
-  GRIDLM_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
-  for (int r = 1; r < n; ++r)
-    offsets[std::size_t(r)] = offsets[std::size_t(r) - 1] + counts[std::size_t(r) - 1];
-  std::vector<double> all(grid_.rank() == 0 ? std::size_t(offsets.back() + counts.back()) : 0);
-  GRIDLM_MPI_CHECK(MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(),
-                               offsets.data(), MPI_DOUBLE, 0, comm));
+  std::vector<double> all;
+  {
+    // Recorded for the watchdog as one gather: a rank that never comes is named.
+    const flight::BlockingScope waited("gather (trace)", "world", count * sizeof(double),
+                                       members(grid_));
+    GRIDLM_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
+    for (int r = 1; r < n; ++r)
+      offsets[std::size_t(r)] = offsets[std::size_t(r) - 1] + counts[std::size_t(r) - 1];
+    all.resize(grid_.rank() == 0 ? std::size_t(offsets.back() + counts.back()) : 0);
+    GRIDLM_MPI_CHECK(MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(),
+                                 offsets.data(), MPI_DOUBLE, 0, comm));
+  }
   if (grid_.rank() != 0) return;
 
   nlohmann::json events = nlohmann::json::array();

@@ -52,8 +52,10 @@ esac
 # only the few that see CUDA, NCCL or version.hpp compile again (167 s down to about 40 s here).
 # Its cache lives in build-ccache/ unless CCACHE_DIR says otherwise, so a fresh clone starts cold;
 # the launcher carries the setting, so that ninja run by hand in a build folder uses it too.
+# The sanitizer and fuzz builds share no object with another, so they go without it.
 launcher=()
-if [[ ${GRIDLM_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null; then
+if [[ ${GRIDLM_CCACHE:-1} != 0 && ($flavour == cpu || $flavour == cuda) ]] &&
+  command -v ccache >/dev/null; then
   launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_DIR=${CCACHE_DIR:-$PWD/build-ccache};CCACHE_BASEDIR=$PWD;ccache")
 fi
 

@@ -230,6 +230,23 @@ TEST(Planner, MachineFileCountsFlops) {
   EXPECT_NEAR(r.step_seconds, 4 * (block_f + block_b) + 3 * head_f, 1e-12);
 }
 
+// Under tp a machine file prices every collective the engine runs: two all-reduces in each
+// block's forward and two in its input backward, one in the embedding's forward (its rows are
+// split by vocabulary), two in the cross-entropy (the maximum and sum over the shards) and one
+// in the head's input backward: 4 x 4 + 1 + 2 + 1 = 20 per micro-batch, at 2 s each here (a
+// 1 s latency, two ring steps at tp 2) with compute free. The last four used to be left out.
+TEST(Planner, MachineFileCountsEveryTensorParallelAllReduce) {
+  RunConfig c = small_config();
+  Profile m;
+  m.source = "machine";
+  m.ranks_per_node = 8;
+  m.matmul_flops = 1e30;
+  m.memory_bandwidth = 1e30;
+  m.intra = CommCosts{LinkCost{1.0, 1e30}, kFree, kFree, kFree};
+  EXPECT_NEAR(predict(c, candidate(1, 1, 2, "1f1b", 1, 1, {4}), m).pipeline_seconds, 20 * 2.0,
+              1e-6);
+}
+
 // With a throughput curve each product runs at the rate of its own size, in the run's precision:
 // here the small model's products (4 weight GEMMs, 2 attention, the head's) of 0.5-2 MFLOP on a
 // curve from 1e5 FLOP/s at 1e6 FLOPs to 1e9 at 1e8, against the same sums at hand-computed

@@ -170,7 +170,22 @@ TEST(Profile, MachineFileMatmulCurves) {
             std::string::npos);
   EXPECT_NE(error([](auto& b) {
               b["matmul"]["fp32"][0]["flop_per_s"] = 0;
-            }).find("field 'matmul.fp32[0].flop_per_s' = 0 must be above 0"),
+            }).find("field 'matmul.fp32[0].flop_per_s' = 0 must be at least 1000000"),
+            std::string::npos);
+  // Values no machine has gave 300-digit step times (and still a best layout): refused, with
+  // the file named as a machine file.
+  const std::string slow_link = error([](auto& b) { b["inter_node"]["latency_s"] = 1e300; });
+  EXPECT_NE(slow_link.find("machine file 'p.json': field 'inter_node.latency_s' = 1e+300 is more "
+                           "than 60, which no machine has"),
+            std::string::npos)
+      << slow_link;
+  EXPECT_NE(error([](auto& b) {
+              b["memory_bandwidth_Bps"] = 1e-300;
+            }).find("field 'memory_bandwidth_Bps' = 1e-300 must be at least 1000000"),
+            std::string::npos);
+  EXPECT_NE(error([](auto& b) {
+              b["bytes_per_activation"] = 1e300;
+            }).find("field 'bytes_per_activation' = 1e+300 is more than 16"),
             std::string::npos);
   // Without curves, matmul_flops is what prices the products: required.
   EXPECT_NE(error([](auto& b) { b.erase("matmul"); }).find("field 'matmul_flops' is missing"),
@@ -197,7 +212,7 @@ TEST(Profile, BadFieldsAreNamed) {
   EXPECT_NE(negative.find("profile 'p.json'"), std::string::npos);
   EXPECT_NE(with([](auto& j) {
               j["intra_node"]["send_recv"]["bandwidth_Bps"] = 0;
-            }).find("field 'intra_node.send_recv.bandwidth_Bps' = 0 must be above 0"),
+            }).find("field 'intra_node.send_recv.bandwidth_Bps' = 0 must be at least 1000"),
             std::string::npos);
   EXPECT_NE(with([](auto& j) { j["ops"][1]["tp"] = 1; }).find("repeats tp 1 and micro_batch 2"),
             std::string::npos);
