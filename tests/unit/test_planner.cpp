@@ -213,14 +213,20 @@ TEST(Planner, StagesShareAnOversubscribedNodesCores) {
       1e-9);
 }
 
-TEST(Planner, MachineFileCountsFlops) {
-  RunConfig c = small_config();
+// A machine file of nodes of 8 devices: GEMMs at `flops`, element-wise work and links free.
+Profile machine_of(double flops) {
   Profile m;
   m.source = "machine";
   m.ranks_per_node = 8;
-  m.matmul_flops = 1e9;
+  m.matmul_flops = flops;
   m.memory_bandwidth = 1e30;
   m.intra = CommCosts{kFree, kFree, kFree, kFree};
+  return m;
+}
+
+TEST(Planner, MachineFileCountsFlops) {
+  RunConfig c = small_config();
+  const Profile m = machine_of(1e9);
   const double N = 16, C = 32, T = 16, V = 256;
   const double block_f = (2 * N * 12 * C * C + 4 * N * T * C) / 1e9;
   const double head_f = 2 * N * C * V / 1e9;
@@ -237,12 +243,8 @@ TEST(Planner, MachineFileCountsFlops) {
 // 1 s latency, two ring steps at tp 2) with compute free. The last four used to be left out.
 TEST(Planner, MachineFileCountsEveryTensorParallelAllReduce) {
   RunConfig c = small_config();
-  Profile m;
-  m.source = "machine";
-  m.ranks_per_node = 8;
-  m.matmul_flops = 1e30;
-  m.memory_bandwidth = 1e30;
-  m.intra = CommCosts{LinkCost{1.0, 1e30}, kFree, kFree, kFree};
+  Profile m = machine_of(1e30);
+  m.intra.all_reduce = LinkCost{1.0, 1e30};
   EXPECT_NEAR(predict(c, candidate(1, 1, 2, "1f1b", 1, 1, {4}), m).pipeline_seconds, 20 * 2.0,
               1e-6);
 }
