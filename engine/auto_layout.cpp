@@ -74,6 +74,13 @@ AutoLayout plan_auto_layout(const RunConfig& config, MPI_Comm world) {
     const Ranked* best = nullptr;
     for (const Ranked& x : r.ranked) {
       if (!keeps(config, x.candidate)) continue;
+      // At one stage the planner prices 1f1b; the configured schedule may hold more (zb-h1's
+      // split backward keeps more gradients per micro-batch), and must fit too.
+      if (x.candidate.layout.pp == 1 && x.candidate.schedule != pc.schedule) {
+        Candidate as_run = x.candidate;
+        as_run.schedule = pc.schedule;
+        if (!candidate_problem(config, as_run, profile).empty()) continue;
+      }
       ++runnable;
       if (best == nullptr) best = &x;
     }

@@ -74,10 +74,12 @@ OpTimes machine_op(const Profile& p, const layers::ModelConfig& m, const std::st
     t.backward = t.backward_input + t.backward_weight;
   } else if (piece == Piece::head) {
     // Split by vocabulary rows under tp: the cross-entropy's maximum and sum over the shards
-    // (two all-reduces of N floats) and the input gradient's sum (one of [N, C]).
+    // (all-reduces of N and 2 N floats) and the input gradient's sum (one of [N, C]).
     const double product = gemm(2 * N * C * V / tp);
     const double softmax = 4 * N * V / tp * 4;
-    const double loss_ar = tp > 1 ? 2 * all_reduce_seconds(p.intra.all_reduce, 4 * N, tp) : 0;
+    const double loss_ar = tp > 1 ? all_reduce_seconds(p.intra.all_reduce, 4 * N, tp) +
+                                        all_reduce_seconds(p.intra.all_reduce, 8 * N, tp)
+                                  : 0;
     const double input_ar = tp > 1 ? all_reduce_seconds(p.intra.all_reduce, act_bytes, tp) : 0;
     t.forward = product + softmax / p.memory_bandwidth + loss_ar;
     t.backward_input = product + softmax / p.memory_bandwidth + input_ar;

@@ -420,12 +420,19 @@ TokenDataset::Identity TokenDataset::identity_of(const std::string& path) {
 }
 
 void TokenDataset::check_unchanged(const std::int32_t* sample, int length, bool now_too) const {
-  // The file's identity at most once a second (every rank's stat of one file, per sample, loads
-  // a parallel file system's metadata server); the sample's ids every time.
+  // The sample's ids every time; the file's identity at most once a second (every rank's stat of
+  // one file, per sample, loads a parallel file system's metadata server), and at once for a
+  // sample that looks damaged: one that ends in zeros (what HDF5 reads past a file's end, so a
+  // cut file is not trained on for that second) or holds an id outside the vocabulary (bytes
+  // written over), so that a changed file is named as changed.
+  int bad = -1;
+  for (int i = 0; bad < 0 && i < length; ++i)
+    if (sample[i] < 0 || sample[i] >= std::int32_t(info_.vocab_size)) bad = i;
+  const bool zeros = length >= 2 && sample[length - 1] == 0 && sample[length - 2] == 0;
   const long long clock = std::chrono::duration_cast<std::chrono::nanoseconds>(
                               std::chrono::steady_clock::now().time_since_epoch())
                               .count();
-  const bool stat_now = now_too || clock >= next_stat_ns_;
+  const bool stat_now = now_too || bad >= 0 || zeros || clock >= next_stat_ns_;
   if (stat_now) next_stat_ns_ = clock + 1000000000LL;
   const Identity now = stat_now ? identity_of(info_.path) : opened_;
   std::string what;
@@ -438,12 +445,9 @@ void TokenDataset::check_unchanged(const std::int32_t* sample, int length, bool 
   } else if (now.modified_ns != opened_.modified_ns) {
     what = "it was written to (its modification time changed; `touch` does that too, and then "
            "resuming as it is is enough)";
-  }
-  for (int i = 0; what.empty() && i < length; ++i) {
-    if (sample[i] < 0 || sample[i] >= std::int32_t(info_.vocab_size)) {
-      what = fmt::format("it holds token id {}, outside its vocabulary of {}", sample[i],
-                         info_.vocab_size);
-    }
+  } else if (bad >= 0) {
+    what = fmt::format("it holds token id {}, outside its vocabulary of {}", sample[bad],
+                       info_.vocab_size);
   }
   if (what.empty()) return;
   throw Error(fmt::format("dataset '{}' changed while the job ran: {}; the samples read from it "

@@ -120,7 +120,9 @@ struct Reporter {
   json report(double detected_at, const std::string& answering) const {
     const RankIdentity who{options.rank, options.host, options.dp, options.pp, options.tp};
     json j = rank_report(who, flight::snapshot(), detected_at, answering, flight::wall_seconds());
-    write_file(mine, j.dump(1));
+    // A record's axis may be a file's path, which need not be UTF-8: such bytes are replaced
+    // rather than ending the report with nlohmann's error.
+    write_file(mine, j.dump(1, ' ', false, json::error_handler_t::replace));
     return j;
   }
 

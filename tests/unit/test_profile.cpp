@@ -251,20 +251,12 @@ TEST(Profile, BadFieldsAreNamed) {
             }).find("field 'ops[0].block.forward_s' = 1e+308 s is more than a day"),
             std::string::npos);
   EXPECT_EQ(with([](auto& j) { j["ops"][0]["embedding"]["backward_s"] = 0; }), "");
-  // A block's split backward (zb-h1's B and W) of no time priced zero-bubble schedules as free;
-  // halves far from the whole backward are as wrong.
+  // A block's split backward (zb-h1's B and W) of no time priced zero-bubble schedules as free.
   EXPECT_NE(with([](auto& j) {
               j["ops"][0]["block"]["backward_input_s"] = 0;
             }).find("field 'ops[0].block.backward_input_s' = 0 must be above 0"),
             std::string::npos);
-  const std::string halves = with([](auto& j) {
-    j["ops"][0]["block"]["backward_input_s"] = 1e-9;
-    j["ops"][0]["block"]["backward_weight_s"] = 1e-9;
-  });
-  EXPECT_NE(halves.find("field 'ops[0].block.backward_input_s' + backward_weight_s = 2e-09 s, "
-                        "where backward_s is"),
-            std::string::npos)
-      << halves;
+
   // An integer past int64 (2^64 - 1) was read as -1.
   EXPECT_NE(with([](auto& j) {
               j["ranks_per_node"] = 18446744073709551615ull;
@@ -314,6 +306,15 @@ TEST(Profile, FitRecoversLatencyAndBandwidth) {
   const LinkCost flat = fit_link({{2, 1000, 1e-3}, {2, 1e6, 0.9e-3}}, one_step, one_step);
   EXPECT_GE(flat.latency, 0.0);
   EXPECT_GT(flat.bandwidth, 0.0);
+  // Times that hardly rise with size fit a bandwidth past any link's (1e18 B/s here), which the
+  // profile reader refuses: the fit stays within what a profile may hold, so that gridlm reads
+  // back the profiles it measures.
+  const LinkCost fast =
+      fit_link({{2, 1000, 1e-3}, {2, 1e6, 1e-3 + 1e6 / 1e18}}, one_step, one_step);
+  EXPECT_LE(fast.bandwidth, 1e15);
+  Profile p = sample_profile();
+  p.intra.all_reduce = fast;
+  EXPECT_NO_THROW(profile_from_json(profile_to_json(p), "profile 'p.json'"));
 }
 
 TEST(Profile, EachOpKeepsItsMedianPass) {
