@@ -1,11 +1,16 @@
 // The layout planner (engine/planner.hpp): its cost model's pieces against hand-computed step
 // times, and its search against the engine's own refusals.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <tuple>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "engine/auto_layout.hpp"
 #include "engine/memory_budget.hpp"
 #include "engine/planner.hpp"
 #include "layers/model_config.hpp"
@@ -348,6 +353,38 @@ TEST(Planner, MemoryPerRankFollowsTheRanksPerNode) {
   ASSERT_FALSE(crowded.refused.empty());
   EXPECT_NE(crowded.refused.front().reason.find("GiB"), std::string::npos)
       << crowded.refused.front().reason;
+}
+
+// gridlm train's auto axes on one stage with parallel.schedule = zb-h1: the planner prices one
+// stage as 1f1b, whose fused backward holds less than zb-h1's split one. With memory between the
+// two for micro-batches of 2 (here the faster size), the layout chosen must fit as it will run:
+// micro-batches of 1. It chose 2, which the run's own start-up then refused.
+TEST(Planner, AutoLayoutOnOneStageFitsTheConfiguredSchedule) {
+  RunConfig c = small_config();
+  Profile p = hand_profile(c);
+  for (OpEntry& e : p.ops) {
+    if (e.micro_batch != 2) continue;
+    for (OpTimes* t : {&e.block, &e.embedding, &e.head})
+      *t = OpTimes{0.8 * t->forward, 0.8 * t->backward, 0.8 * t->backward_input,
+                   0.8 * t->backward_weight};
+  }
+  Candidate fused = candidate(1, 1, 1, "1f1b", 2, 4, {4}), split = fused;
+  split.schedule = "zb-h1";
+  const double holds = predict(c, fused, p).memory_per_rank;
+  const double split_holds = predict(c, split, p).memory_per_rank;
+  ASSERT_LT(holds, split_holds);
+  p.memory_per_rank = 0.5 * (holds + split_holds);
+  const LinkCost fast{0, 1e15}; // the fastest link a file may hold
+  p.intra = CommCosts{fast, fast, fast, fast};
+  const std::string path = fmt::format("/tmp/gridlm_test_profile_{}.json", ::getpid());
+  write_profile(path, p);
+  c.parallel.dp = "auto";
+  c.parallel.schedule = "zb-h1";
+  c.parallel.profile = path;
+  const AutoLayout chosen = plan_auto_layout(c, MPI_COMM_WORLD);
+  std::remove(path.c_str());
+  EXPECT_EQ(chosen.config.parallel.schedule, "zb-h1");
+  EXPECT_EQ(chosen.config.train.micro_batch, 1) << chosen.report;
 }
 
 TEST(Planner, ProfileOfAnotherModelOrSizeIsNamed) {
