@@ -420,9 +420,9 @@ Profile machine_for(const RunConfig& config, const PlanRequest& request, const P
     prof.ranks_per_node = request.ranks_per_node;
     prof.cores_per_node = 0;
     // A measured profile's memory is the node's, shared by its ranks: by more of them, less
-    // each (a machine file's is a device's own).
-    // Only ever down: a profile of uneven nodes holds its largest node's size and the least
-    // memory a rank had, which nodes of fewer ranks must not be promised more of.
+    // each (a machine file's is a device's own). Only ever down: a profile of uneven nodes holds
+    // its largest node's size and the least memory a rank had, which nodes of fewer ranks must
+    // not be promised more of.
     if (prof.source == "profile" && request.ranks_per_node > machine.ranks_per_node) {
       prof.memory_per_rank *= double(machine.ranks_per_node) / request.ranks_per_node;
     }

@@ -21,6 +21,9 @@ namespace {
 using nlohmann::json;
 
 constexpr int kVersion = 1;
+// The slowest and fastest link a profile or machine file may hold (a reader refuses values past
+// them; a measured fit is clamped to them).
+constexpr double kMaxLatency = 60, kMinBandwidth = 1e3, kMaxBandwidth = 1e15;
 
 // Reads fields of one JSON object, naming the file and the path of every field it refuses.
 class Reader {
@@ -87,7 +90,8 @@ json link_json(const LinkCost& l) {
   return {{"latency_s", l.latency}, {"bandwidth_Bps", l.bandwidth}};
 }
 LinkCost read_link(const Reader& r) {
-  return LinkCost{r.number("latency_s", 0, true, 60), r.number("bandwidth_Bps", 1e3, true, 1e15)};
+  return LinkCost{r.number("latency_s", 0, true, kMaxLatency),
+                  r.number("bandwidth_Bps", kMinBandwidth, true, kMaxBandwidth)};
 }
 
 json comm_json(const CommCosts& c) {
@@ -219,7 +223,7 @@ LinkCost fit_link(const std::vector<CommSample>& samples, double (*latency_steps
   if (inv_bw <= 0) inv_bw = 1e-12, latency = aa > 0 ? std::max(0.0, at / aa) : 0;
   // Within what a profile may hold (read_link): a fit of a noisy, flat curve can give a bandwidth
   // past any link's, and gridlm would refuse its own file.
-  return LinkCost{std::min(latency, 60.0), 1.0 / std::max(inv_bw, 1e-15)};
+  return LinkCost{std::min(latency, kMaxLatency), 1.0 / std::max(inv_bw, 1.0 / kMaxBandwidth)};
 }
 
 json curves_json(const std::map<std::string, std::vector<MatmulPoint>>& curves) {

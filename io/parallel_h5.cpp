@@ -203,10 +203,7 @@ void ParallelFile::read(const std::string& name, std::uint64_t offset, Span<T> o
   H5Handle mem_space(GRIDLM_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
   if (n == 0) GRIDLM_H5_CHECK(H5Sselect_none(mem_space.get()));
   H5Handle dxpl = transfer_list(transfer);
-  const std::uint64_t bytes = out.size() * sizeof(T);
-  const parallel::flight::BlockingScope waited =
-      transfer == Transfer::collective ? collective("hdf5 read", bytes)
-                                       : independent("hdf5 read (independent)", bytes);
+  const parallel::flight::BlockingScope waited = moving(transfer, false, out.size() * sizeof(T));
   GRIDLM_H5_CHECK(H5Dread(dset.get(), H5Types<T>::memory(), mem_space.get(), file_space.get(),
                           dxpl.get(), out.data()));
 }
@@ -376,10 +373,8 @@ void ParallelFile::write_shard(const std::string& name, const TensorShard& shard
   H5Handle mem_space = selection(shard.local_shape, split.memory);
   file_space = selection(shard.global_shape, split.file);
   H5Handle dxpl = transfer_list(transfer);
-  const std::uint64_t bytes = local.size() * sizeof(float);
   const parallel::flight::BlockingScope waited =
-      transfer == Transfer::collective ? collective("hdf5 write", bytes)
-                                       : independent("hdf5 write (independent)", bytes);
+      moving(transfer, true, local.size() * sizeof(float));
   GRIDLM_H5_CHECK(H5Dwrite(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
                            dxpl.get(), local.data()));
   for (const DirectRun& run : split.direct)
@@ -468,10 +463,8 @@ void ParallelFile::read_shard(const std::string& name, const TensorShard& shard,
   H5Handle file_space = selection(shard.global_shape, split.file);
   H5Handle mem_space = selection(shard.local_shape, split.memory);
   H5Handle dxpl = transfer_list(transfer);
-  const std::uint64_t bytes = local.size() * sizeof(float);
   const parallel::flight::BlockingScope waited =
-      transfer == Transfer::collective ? collective("hdf5 read", bytes)
-                                       : independent("hdf5 read (independent)", bytes);
+      moving(transfer, false, local.size() * sizeof(float));
   GRIDLM_H5_CHECK(H5Dread(dset.get(), H5Types<float>::memory(), mem_space.get(), file_space.get(),
                           dxpl.get(), local.data()));
   for (const DirectRun& run : split.direct)

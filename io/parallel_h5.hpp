@@ -174,6 +174,12 @@ private:
   parallel::flight::BlockingScope independent(const char* op, std::uint64_t bytes) const {
     return parallel::flight::BlockingScope(op, label_, bytes);
   }
+  // A data transfer's: collective or this rank's own, as `transfer` says.
+  parallel::flight::BlockingScope moving(Transfer transfer, bool write, std::uint64_t bytes) const {
+    if (transfer == Transfer::collective)
+      return collective(write ? "hdf5 write" : "hdf5 read", bytes);
+    return independent(write ? "hdf5 write (independent)" : "hdf5 read (independent)", bytes);
+  }
   // The file opened for direct transfers, on first use; nothing when direct I/O is off or the
   // file system refuses it.
   DirectFile* direct() const;
