@@ -44,13 +44,12 @@ std::string schedule_note(const OptimizerConfig& c, int steps) {
                      after, c.decay_steps);
 }
 
+AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table)
+    : AdamW(config, table, {AdamWSegment{0, 0, table.total}}, table.total) {}
+
 AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table,
              const std::vector<AdamWSegment>& segments, std::size_t state_size)
     : config_(config), segments_(segments) {
-  if (segments_.empty()) {
-    segments_.push_back(AdamWSegment{0, 0, table.total});
-    state_size = table.total;
-  }
   moment1_ = Kokkos::View<float*>("layers::AdamW::m", state_size);
   moment2_ = Kokkos::View<float*>("layers::AdamW::v", state_size);
   decay_ = Kokkos::View<float*>("layers::AdamW::decay", state_size);

@@ -19,11 +19,13 @@ struct AdamWSegment {
 
 class AdamW {
 public:
-  // By default the whole table, state at the parameters' offsets. With `segments` (ZeRO-1: the
-  // parts of the buffer this replica owns), only those, in a state of `state_size` elements;
-  // state elements outside every segment are padding that nothing reads.
+  // The whole table, state at the parameters' offsets.
+  AdamW(const OptimizerConfig& config, const ParamTable& table);
+  // ZeRO-1: only `segments` (the parts of the buffer this replica owns; none for a replica that
+  // owns nothing), in a state of `state_size` elements; state elements outside every segment
+  // are padding that nothing reads.
   AdamW(const OptimizerConfig& config, const ParamTable& table,
-        const std::vector<AdamWSegment>& segments = {}, std::size_t state_size = 0);
+        const std::vector<AdamWSegment>& segments, std::size_t state_size);
 
   // One update of params from grads (in the state layout) at `step` (0-based) with learning
   // rate `lr`; `grad_norm` is the global norm of the gradients (over all ranks), used for
