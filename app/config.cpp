@@ -513,14 +513,8 @@ void validate(const RunConfig& c) {
   need(c.train.eval_batches >= 1 && c.train.eval_batches <= 4096,
        "train.eval_batches must be from 1 to 4096 (a validation's samples are read into memory "
        "at start-up)");
-  // Each replica's first stage keeps its share of the validation's tokens.
-  const double eval_mib = double(c.train.eval_batches) * c.train.grad_accum * c.train.micro_batch *
-                          (double(c.model.seq_len) + 1) * 4 / (1 << 20);
-  need(c.train.eval_every == 0 || eval_mib <= 1024,
-       fmt::format("a validation of train.eval_batches = {} global batches keeps {:.0f} MiB of "
-                   "tokens on each replica (eval_batches x grad_accum x micro_batch x (seq_len + "
-                   "1) x 4 bytes), more than 1024 MiB: lower train.eval_batches",
-                   c.train.eval_batches, eval_mib));
+  if (const std::string v = engine::validation_memory_problem(c.train, c.model.seq_len); !v.empty())
+    problems.push_back(v);
   need(!c.output.dir.empty(),
        "output.dir is empty: give a directory for the run's files (\".\" for the current one)");
   need(!c.data.source.empty(),

@@ -282,6 +282,7 @@ std::string problem_of(const RunConfig& config, const Candidate& c, const Profil
                                 r.parallel.stage_layout);
     layers::make_param_table(r.model, layers::StageSpec{}, 0, l.tp);
     if (c.micro_batch < 1) return "a micro-batch of no sequences";
+    if (std::string v = validation_memory_problem(r.train, r.model.seq_len); !v.empty()) return v;
   } catch (const Error& e) {
     return e.what();
   }

@@ -39,6 +39,12 @@ inline std::int64_t global_batch(const TrainConfig& t, int dp) {
   return std::int64_t(t.micro_batch) * t.grad_accum * dp;
 }
 
+// Why a validation (train.eval_every) cannot run: each replica's first stage keeps its share
+// of the validation's tokens (eval_batches x grad_accum x micro_batch x (seq_len + 1) x 4
+// bytes), at most 1 GiB. "" when it fits or no validation runs. validate() and the layout
+// planner both ask it, so the planner never picks a layout the configuration check refuses.
+std::string validation_memory_problem(const TrainConfig& t, int seq_len);
+
 struct DataConfig {
   std::string source = "synthetic"; // synthetic, or the path of a dataset file (prepare-data)
   long seed = 7;                    // seed of the synthetic language, or of the sample order

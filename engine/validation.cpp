@@ -7,6 +7,16 @@
 
 namespace gridlm::engine {
 
+std::string validation_memory_problem(const TrainConfig& t, int seq_len) {
+  const double mib =
+      double(t.eval_batches) * t.grad_accum * t.micro_batch * (double(seq_len) + 1) * 4 / (1 << 20);
+  if (t.eval_every == 0 || mib <= 1024) return "";
+  return fmt::format("a validation of train.eval_batches = {} global batches keeps {:.0f} MiB of "
+                     "tokens on each replica (eval_batches x grad_accum x micro_batch x (seq_len "
+                     "+ 1) x 4 bytes), more than 1024 MiB: lower train.eval_batches",
+                     t.eval_batches, mib);
+}
+
 Validation::Validation(const RunData& data, const RunConfig& config, const parallel::Grid& grid,
                        bool reads_tokens)
     : every_(config.train.eval_every), steps_(config.train.steps),

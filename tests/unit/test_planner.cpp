@@ -496,6 +496,30 @@ TEST(Planner, MemoryRefusesWhatDoesNotFit) {
   EXPECT_NE(r.refused.front().reason.find("does not fit in memory"), std::string::npos);
 }
 
+// validate() refuses a validation that keeps more than 1 GiB of tokens on a replica, which
+// depends on the layout (a replica's share of the global batch): the search refuses such
+// layouts too (gridlm train's auto layout stopped with validate()'s message instead of taking
+// the next one).
+TEST(Planner, LayoutsWhoseValidationDoesNotFitAreRefused) {
+  RunConfig c = small_config();
+  c.model.seq_len = 1023; // samples of 1024 tokens, 4 KiB
+  c.train.eval_every = 10;
+  c.train.eval_batches = 4096;
+  // 256 sequences a step: a replica of dp 4 keeps 4096 x 64 x 4 KiB = 1024 MiB, dp 2 twice that.
+  const PlanResult r = plan_layouts(c, make_request(4, 0, 256), hand_profile(c));
+  ASSERT_FALSE(r.ranked.empty());
+  for (const Ranked& ranked : r.ranked) {
+    SCOPED_TRACE(ranked.candidate.str());
+    EXPECT_EQ(ranked.candidate.layout.dp, 4);
+    EXPECT_EQ(validation_memory_problem(with_candidate(c, ranked.candidate).train, 1023), "");
+  }
+  bool named = false;
+  for (const Refusal& f : r.refused)
+    named |=
+        f.example.layout.dp < 4 && f.reason.find("lower train.eval_batches") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
 // A global batch of a million sequences at micro-batch 1 would lay out a schedule of a million
 // micro-batches per candidate (gigabytes at 2e9) before refusing it: refused before, by count.
 TEST(Planner, TooManyMicroBatchesAreRefusedBeforeTheirScheduleIsMade) {
