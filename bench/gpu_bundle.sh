@@ -10,7 +10,7 @@
 # Usage: bench/gpu_bundle.sh CUDA_BUILD_DIR CPU_GRIDLM OUT.tar.xz
 #   CUDA_BUILD_DIR: configured with -DGRIDLM_ENABLE_CUDA=ON, a CUDA Kokkos (docs/gpu.md) and
 #   -DGRIDLM_NATIVE_ARCH=OFF (the GPU machine's processor may lack this one's instructions);
-#   GPU_BUNDLE_ANY_ARCH=1 skips that check, to try the bundle with a CPU build on this machine.
+#   GPU_BUNDLE_ANY_ARCH=1 skips both checks, to try the bundle with a CPU build on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$1 cpu_gridlm=$2 out=$3
@@ -18,6 +18,13 @@ gpu_unit_tests="test_gemm test_gradcheck test_gpt test_bf16 test_attention test_
 if [[ -z ${GPU_BUNDLE_ANY_ARCH:-} ]] && grep -q '^GRIDLM_NATIVE_ARCH:BOOL=ON' "$build/CMakeCache.txt"; then
   echo "gpu_bundle: $build is built for this processor (GRIDLM_NATIVE_ARCH=ON); reconfigure" \
     "with -DGRIDLM_NATIVE_ARCH=OFF" >&2
+  exit 1
+fi
+# A build against a Kokkos without CUDA (Debian's, or a folder configured before the CUDA Kokkos
+# was given) links CUDA and NCCL but runs the model on the CPU: every check would pass on the CPU.
+if [[ -z ${GPU_BUNDLE_ANY_ARCH:-} ]] && ! grep -q '^GRIDLM_KOKKOS_CUDA:INTERNAL=ON' "$build/CMakeCache.txt"; then
+  echo "gpu_bundle: $build is built against a Kokkos without the CUDA backend (its model would run" \
+    "on the CPU); configure it with -DKokkos_ROOT=<a CUDA Kokkos> (docs/gpu.md)" >&2
   exit 1
 fi
 stage=$(mktemp -d)

@@ -19,7 +19,7 @@
 #      and `gridlm plan --auto` for one 8-GPU node priced by it.
 # Prints one summary line per step and exits non-zero if any failed.
 # GPU_CHECK_124M_STEPS (12), GPU_CHECK_124M_LARGE_MB (64), GPU_CHECK_GEMM_N (8192) and
-# GPU_CHECK_PROFILE_MB (1,2,4,8,16) shorten steps 5-7, to try the script on a CPU;
+# GPU_CHECK_PROFILE_MB (1,2,4,8,16) shorten steps 5-7;
 # GPU_CHECK_MAX_STEP_SECONDS caps every step's time limit (a hung step then costs a short device
 # lease less).
 # Usage: bench/gpu_check.sh BUNDLE.tar.xz [OUT_DIR]
@@ -50,7 +50,13 @@ py=(env -u LD_LIBRARY_PATH python3)
 compare=("${py[@]}" "$(dirname "$0")/compare_losses.py")
 tiny=(train --config "$root/configs/tiny.toml" --set train.steps=20 --set output.weights=)
 
-step device 60 bash -c "nvidia-smi -L && '$gridlm' --version && echo bundle commit \$(cat '$root/commit')"
+# A bundle whose model runs on the CPU would pass every check below: the device step refuses it,
+# and nothing else runs without a GPU and a CUDA build (the device lease is short).
+step device 60 bash -c "nvidia-smi -L || exit 1; v=\$('$gridlm' --version) || exit 1
+  echo \"\$v\"; echo bundle commit \$(cat '$root/commit')
+  grep -q 'execution space Cuda' <<<\"\$v\" || { echo 'the bundle runs its model on the CPU,' \
+    'not on CUDA: build it against a CUDA Kokkos (docs/gpu.md)'; exit 1; }" ||
+  { echo "gpu_check: stopped: no GPU, or a bundle that does not use it ($out/device.log)"; exit 1; }
 step tiny_fp32 300 "$gridlm" "${tiny[@]}" --set output.dir="$out/tiny_fp32" &&
   step tiny_fp32_vs_cpu 30 "${compare[@]}" "$out/tiny_fp32/metrics.jsonl" \
     "$root/reference/tiny/metrics.jsonl" 1e-3

@@ -105,6 +105,16 @@ if("CUDA" IN_LIST Kokkos_DEVICES)
   set(GRIDLM_KOKKOS_CUDA ON)
   target_compile_options(gridlm_kokkos INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wno-old-style-cast>)
   message(STATUS "gridlm: Kokkos has the CUDA backend: the model runs on the GPU")
+  # Kokkos' compile rule (kokkos_launch_compiler) goes in front of a compiler launcher, and takes
+  # the launcher's first word for the compiler: every file would then go to the host compiler
+  # (scripts/build.sh puts ccache there). No launcher for this build.
+  if(CMAKE_CXX_COMPILER_LAUNCHER)
+    message(STATUS "gridlm: not using the compiler launcher '${CMAKE_CXX_COMPILER_LAUNCHER}' "
+                   "with a CUDA Kokkos (its compile rule comes first and would skip nvcc)")
+    set(CMAKE_CXX_COMPILER_LAUNCHER "")
+  endif()
 else()
   set(GRIDLM_KOKKOS_CUDA OFF)
 endif()
+# For scripts that look at a build folder (bench/gpu_bundle.sh): does its model run on a GPU?
+set(GRIDLM_KOKKOS_CUDA ${GRIDLM_KOKKOS_CUDA} CACHE INTERNAL "Kokkos has the CUDA backend")

@@ -59,13 +59,26 @@ if [[ ${GRIDLM_CCACHE:-1} != 0 && ($flavour == cpu || $flavour == cuda) ]] &&
   launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_DIR=${CCACHE_DIR:-$PWD/build-ccache};CCACHE_BASEDIR=$PWD;ccache")
 fi
 
+# A Kokkos given anew must replace the one the folder found before (CI configures build-cuda
+# against Debian's): find_package keeps a cached Kokkos_DIR whatever Kokkos_ROOT says.
+forget=()
+for arg in "$@"; do
+  if [[ $arg == -DKokkos_ROOT=* || $arg == -DKokkosKernels_ROOT=* || $arg == -DKokkos_DIR=* ||
+    $arg == -DKokkosKernels_DIR=* || $arg == -DCMAKE_PREFIX_PATH=* ]]; then
+    forget=(-UKokkos_DIR -UKokkosKernels_DIR -Ugridlm_kokkos_include_dir
+      -Ugridlm_kokkoskernels_include_dir)
+  fi
+done
 # Configured once; again when CMake arguments are given (they would be ignored otherwise).
 if [[ ! -f $dir/CMakeCache.txt || $# -gt 0 ]]; then
   cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DGRIDLM_WARNINGS_AS_ERRORS=ON "${launcher[@]}" "${flags[@]}" "$@" >"$dir.configure.log" 2>&1 || {
+    -DGRIDLM_WARNINGS_AS_ERRORS=ON "${launcher[@]}" "${flags[@]}" "${forget[@]}" "$@" \
+    >"$dir.configure.log" 2>&1 || {
     cat "$dir.configure.log" >&2
     exit 1
   }
+  # What was found (which Kokkos, its backend), for the user to see without opening the log.
+  grep -E '^-- gridlm: ' "$dir.configure.log" || true
 fi
 targets=()
 if [[ -n ${GRIDLM_BUILD_TARGETS:-} ]]; then
