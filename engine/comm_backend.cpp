@@ -75,8 +75,9 @@ std::string resolve_backend(const std::string& configured) {
   if (configured == "mpi") {
     if (!mpi_reads_model_memory()) {
       throw Error("parallel.backend = \"mpi\": the model's buffers are in GPU memory and this MPI "
-                  "cannot read it (it says so at run time); use \"mpi-staged\" (copies through "
-                  "host memory), \"nccl\", or \"auto\"");
+                  "cannot read it in every call gridlm makes (MPICH says so at run time; Open "
+                  "MPI's CUDA support leaves out non-blocking collectives); use \"mpi-staged\" "
+                  "(copies through host memory), \"nccl\", or \"auto\"");
     }
     return "mpi";
   }

@@ -1,6 +1,8 @@
 // Backend-independent parts of parallel::Comm: request lifetime and argument checks.
 #include "parallel/comm.hpp"
 
+#include <exception>
+
 #include <atomic>
 #include <cstdio>
 #include <utility>
@@ -74,8 +76,21 @@ bool Request::test() {
   return true;
 }
 
-Group::Group(Comm& comm) : comm_(comm) { comm_.begin_group(); }
-Group::~Group() noexcept(false) { comm_.end_group(); }
+Group::Group(Comm& comm) : comm_(comm), unwinding_(std::uncaught_exceptions()) {
+  comm_.begin_group();
+}
+
+Group::~Group() noexcept(false) {
+  if (std::uncaught_exceptions() == unwinding_) {
+    comm_.end_group();
+    return;
+  }
+  try {
+    comm_.end_group();
+  } catch (...) {
+    // The error unwinding this scope is the one to report.
+  }
+}
 
 void Comm::check_sizes(const char* op, std::size_t big, std::size_t small, int factor) const {
   if (big != small * static_cast<std::size_t>(factor)) {

@@ -64,7 +64,10 @@ std::size_t abandoned_transfers();
 
 class Comm;
 
-// Scope of a group of transfers: begin_group() now, end_group() at the end of the scope.
+// Scope of a group of transfers: begin_group() now, end_group() at the end of the scope. An
+// error of end_group() is thrown, except while an error is already unwinding the scope (a
+// failed operation inside the group, which NCCL's end of the group reports again): a second
+// exception then would end the process without the first one's message.
 class Group {
 public:
   explicit Group(Comm& comm);
@@ -74,6 +77,7 @@ public:
 
 private:
   Comm& comm_;
+  int unwinding_ = 0; // std::uncaught_exceptions() when the group began
 };
 
 class Comm {

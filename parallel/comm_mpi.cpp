@@ -235,7 +235,10 @@ bool mpi_reads_cuda_memory() {
   int supported = 0;
   return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported != 0;
 #elif defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-  return MPIX_Query_cuda_support() == 1;
+  // Open MPI's CUDA support covers point-to-point and blocking collectives but not non-blocking
+  // collectives (its FAQ), which gridlm posts on the model's buffers (bucketed gradients, ZeRO-1,
+  // every collective under parallel.wait = yield): they go through host buffers there.
+  return false;
 #else
   return false;
 #endif

@@ -20,8 +20,9 @@ void broadcast_text(MPI_Comm comm, std::string& text, int root = 0);
 // Collective: the ranks sharing memory with this one (a node); tests may pretend nodes hold
 // `simulate_ranks_per_node` consecutive ranks.
 MpiCommHandle split_nodes(MPI_Comm world, int simulate_ranks_per_node = 0);
-// Whether this MPI library, as running, can read and write CUDA device memory (MPICH's
-// MPIX_GPU_query_support, Open MPI's MPIX_Query_cuda_support; false where neither exists).
+// Whether this MPI library, as running, can read and write CUDA device memory in every call
+// gridlm makes, non-blocking collectives included (MPICH's MPIX_GPU_query_support; false for
+// Open MPI, whose CUDA support leaves those out, and where neither exists).
 bool mpi_reads_cuda_memory();
 
 class MpiComm final : public Comm {

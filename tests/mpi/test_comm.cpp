@@ -59,6 +59,31 @@ protected:
   WaitPolicy saved_ = wait_policy();
 };
 
+// A communicator whose group end fails, as NCCL's does when an operation inside the group
+// failed (its other operations are not used here).
+class FailingGroupEnd final : public Comm {
+public:
+  FailingGroupEnd() : Comm(0, 1) {}
+  const char* backend() const override { return "failing-group-end"; }
+  void end_group() override { throw Error("the group's end failed"); }
+
+protected:
+  Request start_all_reduce(const void*, void*, std::size_t, DType, ReduceOp, Mode) override {
+    throw Error("unused");
+  }
+  Request start_reduce_scatter(const void*, void*, std::size_t, DType, ReduceOp, Mode) override {
+    throw Error("unused");
+  }
+  Request start_all_gather(const void*, void*, std::size_t, DType, Mode) override {
+    throw Error("unused");
+  }
+  Request start_broadcast(void*, std::size_t, DType, int, Mode) override { throw Error("unused"); }
+  Request start_send(const void*, std::size_t, DType, int, int, Mode) override {
+    throw Error("unused");
+  }
+  Request start_recv(void*, std::size_t, DType, int, int, Mode) override { throw Error("unused"); }
+};
+
 } // namespace
 
 INSTANTIATE_TEST_SUITE_P(Backends, AnyComm,
@@ -279,6 +304,25 @@ TEST_P(AnyComm, MismatchedSizesAreRefusedBeforeSending) {
 
 // What the staged path copies: each operation's input bytes to the host and its output bytes
 // back, once each; a broadcast only the root's in and only the others' back.
+// The end of a group reports its error, unless an error from inside the group is already
+// unwinding: that one reaches the caller (two at once would end the process in std::terminate).
+TEST(Group, AnErrorInsideTheGroupIsTheOneReported) {
+  FailingGroupEnd comm;
+  try {
+    Group group(comm);
+    throw Error("an operation inside the group failed");
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "an operation inside the group failed");
+  }
+  try {
+    Group group(comm);
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "the group's end failed");
+    return;
+  }
+  FAIL() << "the group's end did not report its error";
+}
+
 TEST(StagedComm, CopiesEachOperationsBytesOnceEachWay) {
   const auto copied = std::make_shared<Copied>();
   const std::unique_ptr<Comm> c = staged(copied);
