@@ -228,6 +228,24 @@ DatasetTotals write_token_dataset(MPI_Comm comm, const std::string& path,
     write_split(f, comm, "/", train, t, attempt);
     write_split(f, comm, "/valid/", valid, v, attempt);
     write_header(f, header, t, v, root, attempt);
+    try {
+      parallel::agree_on_errors(comm, failure.empty()
+                                          ? std::string()
+                                          : fmt::format("cannot write '{}': {}; '{}' is left as "
+                                                        "it was",
+                                                        partial, failure, path));
+    } catch (const CollectiveError& e) {
+      // Not closed: its close writes HDF5's metadata to the file system that just failed, from
+      // several ranks, between collectives a rank failing again would leave the others waiting
+      // in. Rank 0 removes the file and ends the job; the others wait for that end.
+      std::error_code ec;
+      if (root) {
+        std::filesystem::remove(partial, ec);
+        abort_job(e.what());
+      }
+      GRIDLM_MPI_CHECK(MPI_Barrier(comm));
+      abort_job(e.what());
+    }
     attempt([&] { f.flush(); }); // what the close would write, checked
   }
   try {

@@ -9,11 +9,13 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 
 #include "io/h5_check.hpp"
+#include "io/write_errors.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/mpi_check.hpp"
@@ -110,12 +112,22 @@ ParallelFile ParallelFile::create(MPI_Comm comm, const std::string& path) {
     GRIDLM_H5_CHECK(H5Pset_alignment(fapl.get(), 1u << 20, 1u << 20));
     id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   }
-  parallel::agree_on_errors(
-      comm, id >= 0 ? ""
-                    : fmt::format("cannot create HDF5 file '{}': check that its directory exists "
-                                  "and is writable by every rank",
-                                  path));
-  return ParallelFile(path, H5Handle(id), true, std::move(members));
+  try {
+    parallel::agree_on_errors(
+        comm, id >= 0 ? ""
+                      : fmt::format("cannot create HDF5 file '{}': check that its directory "
+                                    "exists and is writable by every rank",
+                                    path));
+  } catch (const CollectiveError&) {
+    // Ranks that could create it did: the file is not left behind (empty). Not closed here: the
+    // close is collective, and the ranks that failed have no file to close.
+    std::error_code ec;
+    if (parallel::comm_rank(comm) == 0) std::filesystem::remove(path, ec);
+    throw;
+  }
+  ParallelFile f(path, H5Handle(id), true, std::move(members));
+  f.mpi_file_ = end_job_on_write_errors(id, path);
+  return f;
 }
 
 ParallelFile ParallelFile::open_read(MPI_Comm comm, const std::string& path) {
@@ -161,14 +173,23 @@ void ParallelFile::write(const std::string& name, std::uint64_t global_size, std
   GRIDLM_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));
   H5Handle lcpl(GRIDLM_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
   GRIDLM_H5_CHECK(H5Pset_create_intermediate_group(lcpl.get(), 1));
-  const parallel::flight::BlockingScope waited = collective("hdf5 write", local.size() * sizeof(T));
-  H5Handle dset(GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<T>::file(),
-                                           file_space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT)));
+  H5Handle dset;
+  {
+    const parallel::flight::BlockingScope waited = collective("hdf5 create dataset", 0);
+    dset = H5Handle(
+        GRIDLM_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5Types<T>::file(), file_space.get(),
+                                   lcpl.get(), dcpl.get(), H5P_DEFAULT)));
+  }
   select_range(file_space.get(), offset, local.size());
   const hsize_t n = local.size();
   H5Handle mem_space(GRIDLM_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
   if (n == 0) GRIDLM_H5_CHECK(H5Sselect_none(mem_space.get()));
-  H5Handle dxpl = transfer_list(Transfer::collective);
+  // Independent: a collective transfer that fails on one rank (a full disk) returns there before
+  // HDF5's own collectives inside it, which the other ranks then wait in for ever. The ranks'
+  // ranges are disjoint and contiguous, so a collective transfer would gain little.
+  const Transfer transfer = Transfer::independent;
+  const parallel::flight::BlockingScope waited = moving(transfer, true, n * sizeof(T));
+  H5Handle dxpl = transfer_list(transfer);
   GRIDLM_H5_CHECK(H5Dwrite(dset.get(), H5Types<T>::memory(), mem_space.get(), file_space.get(),
                            dxpl.get(), local.data()));
 }
@@ -482,7 +503,7 @@ void ParallelFile::flush() {
   }
   {
     const parallel::flight::BlockingScope waited = collective("hdf5 flush", 0);
-    GRIDLM_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL));
+    if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) end_job_inside_collective("flush");
   }
   if (!failed.empty()) throw Error(failed);
 }
@@ -491,7 +512,25 @@ void ParallelFile::close() {
   direct_.reset();
   if (!file_) return;
   const parallel::flight::BlockingScope waited = collective("hdf5 close", 0);
+  // Only the last reference closes the file (a copy of the identifier may be held elsewhere).
+  if (writable_ && H5Iget_ref(file_.get()) == 1) {
+    if (H5Fclose(file_.get()) < 0) end_job_inside_collective("close");
+    file_ = H5Handle();
+  }
   file_.reset();
+  forget_write_errors(std::exchange(mpi_file_, MPI_FILE_NULL));
+}
+
+void ParallelFile::end_job_inside_collective(const char* what) const {
+  // HDF5 writes a file's metadata from several ranks inside its flush and close, between
+  // collectives of its own: a rank whose write failed returns before them, and the others wait
+  // there for ever (the watchdog would name a hang, not the cause). So this rank ends the job.
+  const std::string reason = detail::h5_error_detail();
+  abort_job(fmt::format(
+      "cannot {} '{}': {}; the ranks' HDF5 state of the file now differ, so the job ends here "
+      "(a full file system or a quota is the usual cause: free space there). A file this one was "
+      "to replace is left as it was",
+      what, path_, reason.empty() ? "HDF5 reports an error" : reason));
 }
 
 bool ParallelFile::has_object(const std::string& name) const {

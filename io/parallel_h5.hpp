@@ -67,7 +67,9 @@ public:
   // Collective: writes `local` at [offset, offset + local.size()) of a 1-D dataset of
   // `global_size` elements named `name` (created here, with missing groups). T is float, int32,
   // uint8, uint16, uint32 or uint64, stored little-endian at its own width. `chunk` > 0 stores
-  // the dataset in chunks of that many elements (extendible, so a shard can grow later).
+  // the dataset in chunks of that many elements (extendible, so a shard can grow later). The
+  // dataset's creation is collective, each rank's transfer independent (a failed one leaves no
+  // rank waiting inside HDF5).
   template <class T>
   void write(const std::string& name, std::uint64_t global_size, std::uint64_t offset,
              Span<const T> local, std::uint64_t chunk = 0);
@@ -149,10 +151,13 @@ public:
   bool has_attribute(const std::string& object, const std::string& name) const;
 
   // Collective: everything written so far reaches the storage (MPI_File_sync underneath), so
-  // that a rename after it publishes a file that survives a crash.
+  // that a rename after it publishes a file that survives a crash. HDF5's own flush failing on
+  // a rank (a full disk) ends the job from that rank (abort_job): the others may be waiting
+  // inside it, and the file's state now differs between the ranks.
   void flush();
 
-  // Closes the file collectively (also done by the destructor).
+  // Closes the file collectively (also done by the destructor); a written file's close failing
+  // on a rank ends the job as flush() does.
   void close();
   ~ParallelFile() { close(); }
   ParallelFile(ParallelFile&&) noexcept = default;
@@ -180,12 +185,16 @@ private:
       return collective(write ? "hdf5 write" : "hdf5 read", bytes);
     return independent(write ? "hdf5 write (independent)" : "hdf5 read (independent)", bytes);
   }
+  // Ends the job from this rank: HDF5's flush or close of the file (`what`) failed here, inside
+  // collectives the other ranks may be waiting in.
+  [[noreturn]] void end_job_inside_collective(const char* what) const;
   // The file opened for direct transfers, on first use; nothing when direct I/O is off or the
   // file system refuses it.
   DirectFile* direct() const;
   std::string path_;
   H5Handle file_;
   bool writable_ = false;
+  MPI_File mpi_file_ = MPI_FILE_NULL; // a written file's, whose MPI-IO errors end the job
   bool direct_io_ = true;
   mutable bool direct_opened_ = false;
   mutable std::unique_ptr<DirectFile> direct_;

@@ -8,6 +8,11 @@
 #         GRIDLM_FAULT_SAVE_ATTRIBUTES=4), after its tensors: it ends the job within seconds
 #         with the message (before, every rank hung in HDF5's close), and `latest` still
 #         names step 2, the broken file only a .partial;
+#   enospc  the last rank's writes to step 4's file fail with ENOSPC from the C library
+#         (LD_PRELOAD of FAIL_LIB, tests/cli/fail_writes.cpp), as a quota or a full storage
+#         target fails one rank alone: the job ends within seconds naming the cause (before,
+#         the ranks waited inside HDF5's flush until the watchdog named a hang), `latest` still
+#         names step 2, which verifies;
 #   full  the checkpoint directory is a 640 KiB file system (tmpfs; needs root): step 2 fits,
 #         step 4 does not: the job ends with one message saying so before writing it, and
 #         step 2 stays intact (gridlm checkpoint verify);
@@ -21,10 +26,10 @@
 #         since root ignores permission bits; needs root), and then a directory to be made
 #         inside it: at 1, 2 and 4 ranks each run ends before step 1 with the directory, the
 #         reason and the fix, and without a hang.
-# Usage: checkpoint_faults.sh kill|attributes|full|full_continue|usr2_full|readonly GRIDLM MPIEXEC CONFIG
-#        WORKDIR
+# Usage: checkpoint_faults.sh kill|attributes|enospc|full|full_continue|usr2_full|readonly GRIDLM
+#        MPIEXEC CONFIG WORKDIR [FAIL_LIB]
 set -u
-mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5
+mode=$1 gridlm=$2 mpiexec=$3 config=$4 work=$5 fail_lib=${6:-}
 rm -rf "$work"
 mkdir -p "$work"
 ranks=2
@@ -44,6 +49,15 @@ case $mode in
     echo "failed run: exit status $? after $(($(date +%s) - start)) s"
     echo "files: $(ls "$work/out/ck" | tr '\n' ' ')"
     echo "latest: $(cat "$work/out/ck/latest")"
+    ;;
+  enospc)
+    start=$(date +%s)
+    LD_PRELOAD=$fail_lib GRIDLM_TEST_FAIL_RANK=$((ranks - 1)) GRIDLM_TEST_FAIL_AFTER=0 \
+      GRIDLM_TEST_FAIL_SUFFIX=step-000004.h5.partial run --set checkpoint.dir=ck \
+      --set parallel.timeout_seconds=100 2>&1
+    echo "failed run: exit status $? after $(($(date +%s) - start)) s"
+    echo "latest: $(cat "$work/out/ck/latest")"
+    "$gridlm" checkpoint verify "$work/out/ck/step-000002.h5"
     ;;
   full | full_continue)
     policy=stop

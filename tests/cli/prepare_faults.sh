@@ -4,12 +4,16 @@
 #              file: the job ends before writing, saying what it needs and what is free;
 #   rank_fails one rank's write fails half way (the test-only GRIDLM_FAULT_DATASET_WRITE=1, as a
 #              full disk or an I/O error on that rank alone): every rank ends, none waits in
-#              the next collective write, and the message names the rank.
+#              the next collective write, and the message names the rank;
+#   enospc     one rank's writes fail with ENOSPC from the C library after 100 kB (LD_PRELOAD of
+#              FAIL_LIB, tests/cli/fail_writes.cpp), as a quota or a full storage target fails
+#              one rank alone, which the free-space check cannot see: before, every rank hung
+#              inside HDF5's collective write.
 # Either way: a non-zero status within the time limit, the good file byte for byte as it was,
 # and no .partial left.
-# Usage: prepare_faults.sh full|rank_fails GRIDLM MPIEXEC WORKDIR
+# Usage: prepare_faults.sh full|rank_fails|enospc GRIDLM MPIEXEC WORKDIR [FAIL_LIB]
 set -u
-mode=$1 gridlm=$2 mpiexec=$3 work=$4
+mode=$1 gridlm=$2 mpiexec=$3 work=$4 fail_lib=${5:-}
 rm -rf "$work"
 mkdir -p "$work"
 prepare() { # $1: documents, $2: output
@@ -28,6 +32,11 @@ case $mode in
     out=$work/data.h5
     prepare 50 "$out" >/dev/null || { echo "setup: the small file failed"; exit 1; }
     export GRIDLM_FAULT_DATASET_WRITE=1
+    ;;
+  enospc)
+    out=$work/data.h5
+    prepare 50 "$out" >/dev/null || { echo "setup: the small file failed"; exit 1; }
+    export LD_PRELOAD=$fail_lib GRIDLM_TEST_FAIL_RANK=1 GRIDLM_TEST_FAIL_AFTER=100000
     ;;
 esac
 cp "$out" "$work/before.h5"
