@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "io/direct_file.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
@@ -39,11 +40,7 @@ void publish(const std::string& dir, const std::string& file) {
   const bool synced = written && ::fsync(fd) == 0;
   if (::close(fd) != 0 || !synced) fail("write", partial);
   if (std::rename(partial.c_str(), latest.c_str()) != 0) fail("rename into place", latest);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd); // some file systems cannot sync a directory; the rename stands either way
-    ::close(dfd);
-  }
+  io::sync_directory(dir);
 }
 
 // The step of a checkpoint's file name step-N.h5, or -1 for any other name.

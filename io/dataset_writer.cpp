@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "gridlm/version.hpp"
+#include "io/direct_file.hpp"
 #include "io/parallel_h5.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
@@ -268,6 +269,8 @@ DatasetTotals write_token_dataset(MPI_Comm comm, const std::string& path,
       std::remove(partial.c_str());
       throw Error(fmt::format("cannot move '{}' to '{}': {}", partial, path, ec.message()));
     }
+    // The file was synced before; its new name now is too.
+    sync_directory(std::filesystem::path(path).parent_path().string());
   });
   return totals;
 }

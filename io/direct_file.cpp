@@ -14,6 +14,13 @@
 #include "parallel/diagnostics.hpp"
 
 namespace gridlm::io {
+
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
 namespace {
 
 std::uint64_t round_down(std::uint64_t x) { return x / DirectFile::block() * DirectFile::block(); }

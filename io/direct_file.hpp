@@ -14,6 +14,11 @@
 
 namespace gridlm::io {
 
+// The directory `dir`'s entries reach the storage (fsync of the directory), so that a rename
+// into it survives a crash of the node. Some file systems cannot sync a directory: the rename
+// stands either way, so nothing is reported.
+void sync_directory(const std::string& dir);
+
 // A run of `count` elements that starts at flat (row-major) index `first` of an array.
 struct FlatRun {
   std::uint64_t first = 0, count = 0;
