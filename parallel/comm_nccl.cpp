@@ -1,6 +1,9 @@
 // NCCL backend of parallel::Comm.
 #include "parallel/comm_nccl.hpp"
 
+#include <thread>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "parallel/comm_mpi.hpp"
@@ -42,43 +45,86 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+// The communicator a request waits on, and whether it was aborted. A peer that died or a link
+// that failed leaves NCCL's kernels spinning: a plain wait on the stream would last until the
+// watchdog named a hang, never naming NCCL. So waits poll NCCL's asynchronous error, and on one
+// abort the communicator (its kernels then end) and report it.
+struct NcclLink {
+  ncclComm_t comm = nullptr;
+  std::shared_ptr<bool> aborted;
+
+  void check() const {
+    ncclResult_t state = ncclSuccess;
+    GRIDLM_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+    if (state == ncclInProgress) return;
+#endif
+    if (state == ncclSuccess) return;
+    if (!*aborted) ncclCommAbort(comm);
+    *aborted = true;
+    throw Error(fmt::format("NCCL reports a failed communication: {} (a peer that ended or a "
+                            "network error); its communicator is aborted; on {}",
+                            ncclGetErrorString(state), where()));
+  }
+  // Until `query` (cudaEventQuery or cudaStreamQuery of what is waited for) says done.
+  template <class Query>
+  void wait(Query query) const {
+    for (;;) {
+      const cudaError_t rc = query();
+      if (rc != cudaErrorNotReady) {
+        GRIDLM_CUDA_CHECK(rc);
+        return;
+      }
+      check();
+      std::this_thread::yield();
+    }
+  }
+  template <class Query>
+  bool test(Query query) const {
+    const cudaError_t rc = query();
+    if (rc == cudaErrorNotReady) {
+      check();
+      return false;
+    }
+    GRIDLM_CUDA_CHECK(rc);
+    return true;
+  }
+};
+
 class CudaEventRequest final : public Request::Impl {
 public:
-  explicit CudaEventRequest(cudaStream_t stream) {
+  CudaEventRequest(cudaStream_t stream, NcclLink link) : link_(std::move(link)) {
     GRIDLM_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     GRIDLM_CUDA_CHECK(cudaEventRecord(event_, stream));
   }
   ~CudaEventRequest() override { cudaEventDestroy(event_); }
   CudaEventRequest(const CudaEventRequest&) = delete;
   CudaEventRequest& operator=(const CudaEventRequest&) = delete;
-  void wait() override { GRIDLM_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  void wait() override {
+    link_.wait([&] { return cudaEventQuery(event_); });
+  }
   bool test() override {
-    const cudaError_t rc = cudaEventQuery(event_);
-    if (rc == cudaErrorNotReady) return false;
-    GRIDLM_CUDA_CHECK(rc);
-    return true;
+    return link_.test([&] { return cudaEventQuery(event_); });
   }
 
 private:
   cudaEvent_t event_ = nullptr;
+  NcclLink link_;
 };
 
 // A request posted inside a group: NCCL launches the work only at ncclGroupEnd, so there is no
 // stream point to record yet. Waiting (after the group) waits for everything on the stream.
 class GroupedRequest final : public Request::Impl {
 public:
-  GroupedRequest(cudaStream_t stream, std::shared_ptr<const int> depth)
-      : stream_(stream), depth_(std::move(depth)) {}
+  GroupedRequest(cudaStream_t stream, std::shared_ptr<const int> depth, NcclLink link)
+      : stream_(stream), depth_(std::move(depth)), link_(std::move(link)) {}
   void wait() override {
     refuse_inside_group();
-    GRIDLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    link_.wait([&] { return cudaStreamQuery(stream_); });
   }
   bool test() override {
     refuse_inside_group();
-    const cudaError_t rc = cudaStreamQuery(stream_);
-    if (rc == cudaErrorNotReady) return false;
-    GRIDLM_CUDA_CHECK(rc);
-    return true;
+    return link_.test([&] { return cudaStreamQuery(stream_); });
   }
 
 private:
@@ -91,6 +137,7 @@ private:
   }
   cudaStream_t stream_;
   std::shared_ptr<const int> depth_;
+  NcclLink link_;
 };
 
 } // namespace
@@ -119,7 +166,7 @@ NcclComm::NcclComm(MpiCommHandle comm, cudaStream_t stream, std::optional<cudaSt
 }
 
 NcclComm::~NcclComm() {
-  if (nccl_ != nullptr) ncclCommDestroy(nccl_);
+  if (nccl_ != nullptr && !*aborted_) ncclCommDestroy(nccl_);
   if (after_done_ != nullptr) cudaEventDestroy(after_done_);
   if (owns_stream_) cudaStreamDestroy(stream_);
 }
@@ -149,8 +196,11 @@ void NcclComm::end_group() {
 }
 
 Request NcclComm::record() {
-  if (*group_depth_ > 0) return Request(std::make_unique<GroupedRequest>(stream_, group_depth_));
-  return Request(std::make_unique<CudaEventRequest>(stream_));
+  const NcclLink link{nccl_, aborted_};
+  if (*group_depth_ > 0) {
+    return Request(std::make_unique<GroupedRequest>(stream_, group_depth_, link));
+  }
+  return Request(std::make_unique<CudaEventRequest>(stream_, link));
 }
 
 Request NcclComm::start_all_reduce(const void* in, void* out, std::size_t count, DType type,

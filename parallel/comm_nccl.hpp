@@ -54,6 +54,9 @@ private:
 
   MpiCommHandle mpi_;
   ncclComm_t nccl_ = nullptr;
+  // Shared with the requests, which poll it while they wait: set when one found NCCL's
+  // asynchronous error and aborted the communicator (which is then not destroyed).
+  std::shared_ptr<bool> aborted_ = std::make_shared<bool>(false);
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
   bool follow_ = false;              // whether operations wait for after_
