@@ -4,7 +4,10 @@
 // across ranks, so a bad input stops every rank with one message.
 #include "app/cmd_prepare_data.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -21,7 +24,10 @@
 #include "io/tokenizer.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
+#include "parallel/fault_injection.hpp"
+#include "parallel/flight_recorder.hpp"
 #include "parallel/mpi_check.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace gridlm::app {
 namespace {
@@ -58,6 +64,7 @@ struct PrepareDataCommand {
   bool synthetic = false;              // use the built-in synthetic corpus instead of inputs
   long synthetic_documents = 20000;    // its size
   double progress_every = 5.0;         // seconds between progress lines off a terminal
+  double timeout_seconds = 600.0;      // a wait this long in one operation is a hang (0: off)
   std::string command_line;
 };
 
@@ -265,6 +272,22 @@ io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& co
   }
 }
 
+// The hang watchdog (parallel/watchdog.hpp), as a training run has one: a rank held up (a
+// stalled file system, a node that stopped) is named, in reports beside the output
+// (DIR/hang/), and the job ends with status 76 instead of waiting for the batch system's limit.
+parallel::Watchdog start_watchdog(const PrepareDataCommand& cmd, MPI_Comm world) {
+  const int rank = parallel::comm_rank(world);
+  std::string run_id = rank == 0 ? fmt::format("prepare-{}-{}-{:.6f}", host_name(), ::getpid(),
+                                               parallel::flight::wall_seconds())
+                                 : std::string();
+  parallel::broadcast_text(world, run_id);
+  std::filesystem::path dir = std::filesystem::absolute(cmd.output).parent_path();
+  const char* status_file = std::getenv("GRIDLM_STATUS_FILE");
+  return parallel::Watchdog(parallel::WatchdogOptions{
+      cmd.timeout_seconds, dir.string(), rank, parallel::comm_size(world), host_name(), 0, 0, 0,
+      run_id, status_file != nullptr ? status_file : "", "--timeout-seconds"});
+}
+
 void run(const PrepareDataCommand& cmd) {
   const MPI_Comm world = MPI_COMM_WORLD;
   const int rank = parallel::comm_rank(world), size = parallel::comm_size(world);
@@ -278,6 +301,9 @@ void run(const PrepareDataCommand& cmd) {
       check_output_not_in_corpus(cmd.output, corpus);
     }
   });
+  parallel::fault::configure_from_environment();
+  const parallel::Watchdog watchdog = start_watchdog(cmd, world);
+  parallel::flight::set_phase("in gridlm prepare-data", -1, -1); // for a hang report
   if (!cmd.synthetic) agree_on_corpus(corpus, world);
   // After every rank has listed the inputs: the probe's file, made beside the output, would be
   // found as an input by a rank still listing a directory that holds it.
@@ -402,6 +428,12 @@ void add_prepare_data_command(CLI::App& app, const std::string& command_line) {
                   "Documents in the synthetic corpus")
       ->capture_default_str()
       ->check(positive_number());
+  sub->add_option("--timeout-seconds", cmd->timeout_seconds,
+                  "A wait this long in one collective or file operation is a hang: every rank "
+                  "reports what it waits for (beside the output, in hang/), and the job ends "
+                  "with status 76 (0: no watchdog)")
+      ->capture_default_str()
+      ->check(non_negative_number());
   sub->add_option("--progress-every", cmd->progress_every,
                   "Seconds between progress lines when the output is not a terminal")
       ->capture_default_str()

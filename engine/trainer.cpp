@@ -531,7 +531,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
   parallel::broadcast_text(grid.comm(), run_id);
   const parallel::Watchdog watchdog(parallel::WatchdogOptions{
       config.parallel.timeout_seconds, config.output.dir, grid.rank(), grid.size(), host_name(),
-      at.dp, at.pp, at.tp, run_id, status_file_from_environment()});
+      at.dp, at.pp, at.tp, run_id, status_file_from_environment(), ""});
   // An error that only this rank saw while the run is set up (a file one node cannot read)
   // ends the job here, as in a step: the other ranks wait in the next collective.
   const auto made =

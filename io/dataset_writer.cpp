@@ -15,6 +15,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/fault_injection.hpp"
 #include "parallel/mpi_check.hpp"
 
 namespace gridlm::io {
@@ -225,6 +226,7 @@ DatasetTotals write_token_dataset(MPI_Comm comm, const std::string& path,
     }
   };
   {
+    parallel::fault::hang_in_save_if_asked(1); // test-only: the dataset is its first file
     ParallelFile f = ParallelFile::create(comm, partial);
     write_split(f, comm, "/", train, t, attempt);
     write_split(f, comm, "/valid/", valid, v, attempt);

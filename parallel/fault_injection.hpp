@@ -3,7 +3,8 @@
 //   GRIDLM_FAULT=skip_send:RANK:STEP   world rank RANK drops its first send at or after STEP
 //   GRIDLM_FAULT=hang:RANK:STEP        world rank RANK sleeps forever when STEP begins
 //   GRIDLM_FAULT=hang_in_save:RANK:STEP  world rank RANK sleeps forever as the file of the
-//                                      checkpoint after STEP is created (a stalled file system)
+//                                      checkpoint after STEP is created (a stalled file system;
+//                                      in prepare-data, STEP 1 is its dataset)
 //   GRIDLM_FAULT=nan_grad:RANK:STEP    world rank RANK's gradient gets a NaN in STEP
 //   GRIDLM_FAULT=loss_spike:RANK:STEP  world rank RANK's loss of STEP is 100 higher
 //   GRIDLM_FAULT=error:RANK:STEP       world rank RANK throws an error right after its first

@@ -50,8 +50,8 @@ std::string op_text(const json& op) {
 // steps from 1, as the log does (0: before the first step).
 std::string where_text(const json& r) {
   const int step = r["step"];
-  if (step <= 0) return ", before the first step";
   const std::string phase = r["phase"];
+  if (step <= 0) return phase.empty() ? ", before the first step" : ", " + phase;
   if (phase.empty()) return fmt::format(", in step {}", step);
   if (r["micro"].get<int>() < 0) return fmt::format(", in step {} ({})", step, phase);
   return fmt::format(", in step {} ({} micro-batch {}, chunk {})", step, phase,

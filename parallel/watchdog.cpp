@@ -25,6 +25,11 @@
 namespace gridlm::parallel {
 namespace {
 
+// The setting that gave the timeout, as the messages name it.
+std::string setting_name(const WatchdogOptions& options) {
+  return options.setting.empty() ? "parallel.timeout_seconds" : options.setting;
+}
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -163,9 +168,10 @@ struct Reporter {
     }).detach();
     if (!options.status_file.empty()) {
       write_file(options.status_file,
-                 fmt::format("{} hang: a rank waited more than parallel.timeout_seconds = {:g} s "
-                             "in one operation; see {}/report.txt\n",
-                             exit_hung, options.timeout_seconds, dir.string()));
+                 fmt::format("{} hang: a rank waited more than {} = {:g} s in one operation; see "
+                             "{}/report.txt\n",
+                             exit_hung, setting_name(options), options.timeout_seconds,
+                             dir.string()));
     }
     const std::string id = fmt::format("hang {} {} {:.6f}", options.run, options.rank, detected_at);
     report(detected_at, id);
@@ -176,9 +182,9 @@ struct Reporter {
     if (leader == options.rank || leader < 0) {
       const HangAnalysis a = analyse_hang(all, options.world_size);
       const std::string head = fmt::format(
-          "gridlm: hang: rank {} waited more than parallel.timeout_seconds = {:g} s in one "
-          "operation; every rank's recent operations are in {}/rank-*.json\n",
-          options.rank, options.timeout_seconds, dir.string());
+          "gridlm: hang: rank {} waited more than {} = {:g} s in one operation; every rank's "
+          "recent operations are in {}/rank-*.json\n",
+          options.rank, setting_name(options), options.timeout_seconds, dir.string());
       // What to do next: the run goes on from its newest checkpoint, on other nodes when the
       // culprit's may be at fault.
       std::string host;
@@ -188,10 +194,14 @@ struct Reporter {
           host.empty()
               ? ""
               : fmt::format(", without {} if it is at fault (sbatch --exclude={})", host, host);
+      const std::string advice =
+          options.setting.empty()
+              ? "raise parallel.timeout_seconds if a wait this long is expected; else submit the "
+                "job again with --resume auto to go on from the newest checkpoint"
+              : "raise " + options.setting +
+                    " if a wait this long is expected; else run the same command again";
       print(head + a.text + "gridlm: ending the job (exit status " + std::to_string(exit_hung) +
-            "); raise parallel.timeout_seconds if a wait this long is expected; else submit "
-            "the job again with --resume auto to go on from the newest checkpoint" +
-            without + "\n");
+            "); " + advice + without + "\n");
       write_file(dir / "report.txt", head + a.text);
       write_file(dir / "concluded", options.run + "\n");
     }
@@ -301,10 +311,10 @@ void Watchdog::loop(int dumps_seen) {
     try {
       if (stuck > options_.timeout_seconds) reporter.hang();
     } catch (const std::exception& e) {
-      print(fmt::format("gridlm: hang: rank {} waited more than parallel.timeout_seconds = {:g} s "
-                        "in one operation, and its watchdog failed: {}; ending the job (exit "
-                        "status {})\n",
-                        options_.rank, options_.timeout_seconds, e.what(), exit_hung));
+      print(fmt::format("gridlm: hang: rank {} waited more than {} = {:g} s in one operation, "
+                        "and its watchdog failed: {}; ending the job (exit status {})\n",
+                        options_.rank, setting_name(options_), options_.timeout_seconds, e.what(),
+                        exit_hung));
       std::_Exit(exit_hung);
     }
     answer();

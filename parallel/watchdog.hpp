@@ -36,6 +36,10 @@ struct WatchdogOptions {
   // launcher reports the status of the ranks it killed (srun: 128 + 9), not 76
   // (GRIDLM_STATUS_FILE, which jobscripts/train.sbatch sets).
   std::string status_file;
+  // The setting that gave timeout_seconds, as the report names it ("": a training run's
+  // parallel.timeout_seconds, with its advice to resume from the newest checkpoint; else the
+  // advice is to run the same command again).
+  std::string setting;
 };
 
 class Watchdog {
