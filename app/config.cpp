@@ -182,8 +182,9 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "0)",
        &c.checkpoint.init_from},
       {"checkpoint", "on_save_error",
-       "a save that fails (disk full, directory gone): stop, or continue (warn, keep the previous "
-       "checkpoint and go on; the save at the end or before the time limit must succeed)",
+       "a save refused before it writes (no room by the free-space check, directory gone): stop, "
+       "or continue (warn, keep the previous checkpoint and go on; the save at the end or before "
+       "the time limit must succeed); a write failing inside MPI-IO always ends the job",
        &c.checkpoint.on_save_error},
       {"checkpoint", "direct_io",
        "large contiguous shards written and read with O_DIRECT, past the page cache (where the "

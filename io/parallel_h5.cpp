@@ -526,11 +526,7 @@ void ParallelFile::end_job_inside_collective(const char* what) const {
   // collectives of its own: a rank whose write failed returns before them, and the others wait
   // there for ever (the watchdog would name a hang, not the cause). So this rank ends the job.
   const std::string reason = detail::h5_error_detail();
-  abort_job(fmt::format(
-      "cannot {} '{}': {}; the ranks' HDF5 state of the file now differ, so the job ends here "
-      "(a full file system or a quota is the usual cause: free space there). A file this one was "
-      "to replace is left as it was",
-      what, path_, reason.empty() ? "HDF5 reports an error" : reason));
+  end_job_on_write_error(path_, what, reason.empty() ? "HDF5 reports an error" : reason);
 }
 
 bool ParallelFile::has_object(const std::string& name) const {

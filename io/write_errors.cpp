@@ -27,23 +27,9 @@ void on_error(MPI_File* file, int* code, ...) {
   int length = 0;
   if (MPI_Error_string(*code, text, &length) != MPI_SUCCESS) length = 0;
   const auto known = paths().find(*file);
-  const std::string path = known == paths().end() ? std::string() : known->second;
-  // gridlm writes every file as NAME.partial and renames it when complete: this one never will
-  // be, and the file it was to replace stays as it was.
-  const std::string suffix = ".partial";
-  bool removed = false;
-  if (path.size() > suffix.size() &&
-      path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    std::error_code ec;
-    removed = std::filesystem::remove(path, ec);
-  }
-  abort_job(fmt::format(
-      "cannot write '{}': MPI-IO failed: {}. HDF5 would go on into collectives the other ranks "
-      "are not in, so this rank ends the job (a full file system or a quota is the usual "
-      "cause: free space there). {}A file this one was to replace is left as it was",
-      path.empty() ? std::string("a file") : path,
-      length > 0 ? std::string(text, std::size_t(length)) : "no reason given",
-      removed ? "The half-written file is removed. " : ""));
+  end_job_on_write_error(known == paths().end() ? std::string() : known->second, "write",
+                         "MPI-IO failed: " + (length > 0 ? std::string(text, std::size_t(length))
+                                                         : std::string("no reason given")));
 }
 
 MPI_File* mpi_file(hid_t file) {
@@ -67,5 +53,24 @@ MPI_File end_job_on_write_errors(hid_t file, const std::string& path) {
 }
 
 void forget_write_errors(MPI_File file) { paths().erase(file); }
+
+void end_job_on_write_error(const std::string& path, const std::string& what,
+                            const std::string& reason) {
+  // gridlm writes every file as NAME.partial and renames it when complete: this one never will
+  // be, and the file it was to replace stays as it was.
+  const std::string suffix = ".partial";
+  bool removed = false;
+  if (path.size() > suffix.size() &&
+      path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    std::error_code ec;
+    removed = std::filesystem::remove(path, ec);
+  }
+  abort_job(fmt::format(
+      "cannot {} '{}': {}. This rank ends the job at once: HDF5 may go on into collectives "
+      "that other ranks are not in (a full file system or a quota is the usual cause: free "
+      "space there). {}A file this one was to replace is left as it was",
+      what, path.empty() ? std::string("a file") : path, reason,
+      removed ? "The half-written file is removed. " : ""));
+}
 
 } // namespace gridlm::io

@@ -17,4 +17,9 @@ namespace gridlm::io {
 MPI_File end_job_on_write_errors(hid_t file, const std::string& path);
 void forget_write_errors(MPI_File file);
 
+// Ends the job from this rank: `what` ("write", "flush", "close") of the file at `path` failed
+// for `reason`. A NAME.partial (every file gridlm writes is one until complete) is removed first.
+[[noreturn]] void end_job_on_write_error(const std::string& path, const std::string& what,
+                                         const std::string& reason);
+
 } // namespace gridlm::io

@@ -231,7 +231,7 @@ Request MpiComm::start_recv(void* data, std::size_t count, DType type, int peer,
 }
 
 bool mpi_reads_cuda_memory() {
-#if defined(MPIX_GPU_SUPPORT_CUDA)
+#if defined(MPIX_GPU_SUPPORT_CUDA) && !defined(OPEN_MPI)
   int supported = 0;
   return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported != 0;
 #elif defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT

@@ -54,13 +54,15 @@ struct NcclLink {
   std::shared_ptr<bool> aborted;
 
   void check() const {
+    // An aborted communicator is freed: nothing may be asked of it again.
+    if (*aborted) throw Error(fmt::format("an NCCL communicator was aborted; on {}", where()));
     ncclResult_t state = ncclSuccess;
     GRIDLM_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
     if (state == ncclInProgress) return;
 #endif
     if (state == ncclSuccess) return;
-    if (!*aborted) ncclCommAbort(comm);
+    ncclCommAbort(comm);
     *aborted = true;
     throw Error(fmt::format("NCCL reports a failed communication: {} (a peer that ended or a "
                             "network error); its communicator is aborted; on {}",
@@ -172,6 +174,7 @@ NcclComm::~NcclComm() {
 }
 
 void NcclComm::follow_after() {
+  refuse_if_aborted();
   if (!follow_ || *group_depth_ > 0) return;
   GRIDLM_CUDA_CHECK(cudaEventRecord(after_done_, after_));
   GRIDLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, after_done_, 0));
@@ -193,6 +196,14 @@ void NcclComm::end_group() {
     throw;
   }
   GRIDLM_NCCL_CHECK(ncclGroupEnd());
+}
+
+void NcclComm::refuse_if_aborted() const {
+  if (*aborted_) {
+    throw Error(fmt::format("an operation on an NCCL communicator that an earlier error aborted; "
+                            "on {}",
+                            where()));
+  }
 }
 
 Request NcclComm::record() {

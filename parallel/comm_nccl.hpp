@@ -51,6 +51,8 @@ private:
   // Makes the stream wait for what `after_` holds now: before an operation outside a group, and
   // at the end of the outermost group, where its operations start.
   void follow_after();
+  // Throws when an earlier wait aborted the communicator (it must not be used again).
+  void refuse_if_aborted() const;
 
   MpiCommHandle mpi_;
   ncclComm_t nccl_ = nullptr;

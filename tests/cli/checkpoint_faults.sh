@@ -54,7 +54,7 @@ case $mode in
     start=$(date +%s)
     LD_PRELOAD=$fail_lib GRIDLM_TEST_FAIL_RANK=$((ranks - 1)) GRIDLM_TEST_FAIL_AFTER=0 \
       GRIDLM_TEST_FAIL_SUFFIX=step-000004.h5.partial run --set checkpoint.dir=ck \
-      --set parallel.timeout_seconds=100 2>&1
+      --set parallel.timeout_seconds=20 2>&1
     echo "failed run: exit status $? after $(($(date +%s) - start)) s"
     echo "latest: $(cat "$work/out/ck/latest")"
     "$gridlm" checkpoint verify "$work/out/ck/step-000002.h5"

@@ -1,7 +1,9 @@
-// A test-only LD_PRELOAD library: one rank's writes to one file fail with ENOSPC once it has
-// written a given number of bytes to it, as a full file system, a quota or a full storage target
-// fails that rank alone (which a free-space check up front cannot see). It wraps the C library's
-// write calls, below MPI-IO, HDF5 and gridlm's direct I/O alike. Set in the environment:
+// A test-only LD_PRELOAD library: one rank's writes to matching files fail with ENOSPC once the
+// process has written a given number of bytes to them, and every later one fails too, as a full
+// file system, a quota or a full storage target fails that rank alone (which a free-space check
+// up front cannot see). It wraps write, pwrite, pwrite64, writev, pwritev and pwritev2, the calls
+// under MPI-IO, HDF5 and gridlm's direct I/O; writes from inside the C library itself (fwrite)
+// pass. Ranks are named by PMI_RANK (MPICH's launchers). Set in the environment:
 //   GRIDLM_TEST_FAIL_RANK    the rank (PMI_RANK, as mpiexec numbers them) whose writes fail, or
 //                            "all"; unset: nothing fails
 //   GRIDLM_TEST_FAIL_SUFFIX  the end of the path of the file they fail on (default ".partial")
@@ -21,6 +23,7 @@
 namespace {
 
 std::atomic<long long> written{0};
+std::atomic<bool> full{false}; // once a write failed, every later one does
 
 // Whether fd is a file this process's writes fail on.
 bool targeted(int fd) {
@@ -44,7 +47,8 @@ bool fails(int fd, std::size_t bytes) {
   if (!targeted(fd)) return false;
   const char* after = std::getenv("GRIDLM_TEST_FAIL_AFTER");
   const long long limit = after != nullptr ? std::atoll(after) : 0;
-  if (written.load() + static_cast<long long>(bytes) > limit) {
+  if (full.load() || written.load() + static_cast<long long>(bytes) > limit) {
+    full = true;
     errno = ENOSPC;
     return true;
   }
@@ -55,6 +59,13 @@ bool fails(int fd, std::size_t bytes) {
 template <class F>
 F real(const char* name) {
   return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+std::size_t total(const struct iovec* iov, int count) {
+  std::size_t bytes = 0;
+  for (int i = 0; i < count; ++i)
+    bytes += iov[i].iov_len;
+  return bytes;
 }
 
 } // namespace
@@ -79,13 +90,22 @@ ssize_t pwrite64(int fd, const void* data, size_t bytes, off64_t offset) {
   return next(fd, data, bytes, offset);
 }
 
+ssize_t writev(int fd, const struct iovec* iov, int count) {
+  static const auto next = real<ssize_t (*)(int, const struct iovec*, int)>("writev");
+  if (fails(fd, total(iov, count))) return -1;
+  return next(fd, iov, count);
+}
+
 ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset) {
   static const auto next = real<ssize_t (*)(int, const struct iovec*, int, off_t)>("pwritev");
-  std::size_t bytes = 0;
-  for (int i = 0; i < count; ++i)
-    bytes += iov[i].iov_len;
-  if (fails(fd, bytes)) return -1;
+  if (fails(fd, total(iov, count))) return -1;
   return next(fd, iov, count, offset);
+}
+
+ssize_t pwritev2(int fd, const struct iovec* iov, int count, off_t offset, int flags) {
+  static const auto next = real<ssize_t (*)(int, const struct iovec*, int, off_t, int)>("pwritev2");
+  if (fails(fd, total(iov, count))) return -1;
+  return next(fd, iov, count, offset, flags);
 }
 
 } // extern "C"
