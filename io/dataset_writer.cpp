@@ -225,6 +225,12 @@ DatasetTotals write_token_dataset(MPI_Comm comm, const std::string& path,
       if (failure.empty()) failure = e.what();
     }
   };
+  // This rank's failure, as the agreement reports it ("" for none).
+  const auto failed = [&] {
+    return failure.empty() ? std::string()
+                           : fmt::format("cannot write '{}': {}; '{}' is left as it was", partial,
+                                         failure, path);
+  };
   {
     parallel::fault::hang_in_save_if_asked(1); // test-only: the dataset is its first file
     ParallelFile f = ParallelFile::create(comm, partial);
@@ -232,11 +238,7 @@ DatasetTotals write_token_dataset(MPI_Comm comm, const std::string& path,
     write_split(f, comm, "/valid/", valid, v, attempt);
     write_header(f, header, t, v, root, attempt);
     try {
-      parallel::agree_on_errors(comm, failure.empty()
-                                          ? std::string()
-                                          : fmt::format("cannot write '{}': {}; '{}' is left as "
-                                                        "it was",
-                                                        partial, failure, path));
+      parallel::agree_on_errors(comm, failed());
     } catch (const CollectiveError& e) {
       // Not closed: its close writes HDF5's metadata to the file system that just failed, from
       // several ranks, between collectives a rank failing again would leave the others waiting
@@ -252,11 +254,7 @@ DatasetTotals write_token_dataset(MPI_Comm comm, const std::string& path,
     attempt([&] { f.flush(); }); // what the close would write, checked
   }
   try {
-    parallel::agree_on_errors(comm, failure.empty()
-                                        ? std::string()
-                                        : fmt::format("cannot write '{}': {}; '{}' is left as it "
-                                                      "was",
-                                                      partial, failure, path));
+    parallel::agree_on_errors(comm, failed());
   } catch (const CollectiveError&) {
     std::error_code ec;
     if (root) std::filesystem::remove(partial, ec);
