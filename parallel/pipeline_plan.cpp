@@ -48,8 +48,10 @@ PipelinePlan plan_pipeline(const Schedule& train, int eval_micro_batches, Transf
   // F, B and W of one unit each: a fused B costs 2, and zb-h1's W fills its bubble as it does
   // in gridlm plan and docs/performance.md's formula column. Slots depend on the ops' order alone.
   plan.uniform = simulate(plan.train, OpCosts{1.0, 1.0, 1.0, 0.0});
+  // Per chunk: each chunk of a stage has its own slots (interleaved-1f1b held v times too many
+  // when they were the stage's whole peak).
   for (int s = 0; s < train.stages; ++s)
-    plan.slots.push_back(std::max(1, plan.uniform.peak_in_flight[std::size_t(s)]));
+    plan.slots.push_back(std::max(1, plan.uniform.peak_per_chunk[std::size_t(s)]));
   return plan;
 }
 

@@ -26,9 +26,10 @@ struct PipelinePlan {
   bool grouped = false;        // stage transfers in per-op groups; else posted up front
   std::string transfers_note;  // why grouped transfers were asked for but not used ("" if not)
   bool split_backward = false; // B and W run apart (zb-h1)
-  std::vector<int> slots;      // per stage: activation slots, the most micro-batches in flight
-  int boundary_buffers = 0;    // the most transfer buffers a stage holds (train or eval)
-  Timeline uniform;            // the training schedule simulated with F = B = W = 1
+  std::vector<int>
+      slots; // per stage: activation slots of each chunk, the most micro-batches one chunk holds
+  int boundary_buffers = 0; // the most transfer buffers a stage holds (train or eval)
+  Timeline uniform;         // the training schedule simulated with F = B = W = 1
 };
 
 // Micro-batches in one forward-only validation step for a training schedule: the largest divisor

@@ -74,6 +74,9 @@ struct Timeline {
   double makespan = 0.0;
   double bubble = 0.0;             // idle fraction of p x makespan
   std::vector<int> peak_in_flight; // per stage: micro-batch chunks with activations held
+  // Per stage: the most micro-batches one of its chunks holds at once (each chunk has its own
+  // activation slots, so this is what each needs; peak_in_flight counts all chunks together).
+  std::vector<int> peak_per_chunk;
 };
 
 // Runs the lists with the given costs (an op starts when its stage is free and its inputs

@@ -51,16 +51,23 @@ std::vector<Dep> dependencies(const Schedule& s, int stage, const Op& op) {
 void summarise(const Schedule& s, Timeline& tl) {
   const bool split = s.kind == ScheduleKind::zb_h1;
   tl.peak_in_flight.assign(s.stages, 0);
+  tl.peak_per_chunk.assign(s.stages, 0);
   double busy = 0.0;
   for (int st = 0; st < s.stages; ++st) {
     int held = 0;
+    std::vector<int> chunk_held(std::size_t(std::max(1, s.chunks)), 0);
     for (const auto& slot : tl.stages[st]) {
       busy += slot.end - slot.start;
       tl.makespan = std::max(tl.makespan, slot.end);
       // Activations are held from F until the last op that needs them (B, or W when split).
-      if (slot.op.kind == OpKind::F) ++held;
-      if (slot.op.kind == (split ? OpKind::W : OpKind::B)) --held;
+      const int delta = slot.op.kind == OpKind::F                         ? 1
+                        : slot.op.kind == (split ? OpKind::W : OpKind::B) ? -1
+                                                                          : 0;
+      held += delta;
+      int& mine = chunk_held[std::size_t(slot.op.chunk)];
+      mine += delta;
       tl.peak_in_flight[st] = std::max(tl.peak_in_flight[st], held);
+      tl.peak_per_chunk[st] = std::max(tl.peak_per_chunk[st], mine);
     }
   }
   tl.bubble = tl.makespan > 0 ? 1.0 - busy / (s.stages * tl.makespan) : 0.0;

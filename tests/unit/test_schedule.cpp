@@ -343,3 +343,37 @@ TEST(PipelinePlan, ValidationStepsDivideTheMicroBatchesAndFillThePipeline) {
   EXPECT_EQ(eval(ScheduleKind::one_f_one_b, 4, 7, 1), 1);
   EXPECT_EQ(eval(ScheduleKind::interleaved, 4, 8, 2), 8);
 }
+
+// Each chunk of a stage takes activation slots from a list of its own (parallel::Executor), so
+// a plan gives each chunk the most micro-batches that chunk holds at once, counted here from
+// the op lists; interleaved-1f1b gave every chunk the stage's whole peak (v times too many:
+// 9 slots x 4 chunks at pp 2, m 4, v 4, where 4 suffice).
+TEST(PipelinePlan, EachChunkGetsItsOwnPeakOfActivations) {
+  for (const ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
+                                  ScheduleKind::zb_h1, ScheduleKind::interleaved}) {
+    for (int p = 1; p <= 4; ++p) {
+      for (int v = 1; v <= (kind == ScheduleKind::interleaved ? 4 : 1); ++v) {
+        for (int m = p; m <= 12; m += p) {
+          SCOPED_TRACE(fmt::format("{} p {} m {} v {}", schedule_name(kind), p, m, v));
+          const PipelinePlan plan =
+              plan_pipeline(make_schedule(kind, p, m, v), m, Transfers::up_front);
+          const OpKind last = kind == ScheduleKind::zb_h1 ? OpKind::W : OpKind::B;
+          for (int s = 0; s < p; ++s) {
+            std::vector<int> held(std::size_t(v), 0);
+            int peak = 0;
+            for (const Op& op : plan.train.ops[std::size_t(s)]) {
+              int& h = held[std::size_t(op.chunk)];
+              h += op.kind == OpKind::F ? 1 : op.kind == last ? -1 : 0;
+              peak = std::max(peak, h);
+            }
+            EXPECT_EQ(plan.slots[std::size_t(s)], std::max(1, peak)) << "stage " << s;
+          }
+        }
+      }
+    }
+  }
+  const PipelinePlan p2 =
+      plan_pipeline(make_schedule(ScheduleKind::interleaved, 2, 4, 4), 4, Transfers::up_front);
+  EXPECT_EQ(p2.slots[0], 4);
+  EXPECT_EQ(p2.uniform.peak_in_flight[0], 9);
+}
