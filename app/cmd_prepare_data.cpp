@@ -272,6 +272,52 @@ io::Tokenizer make_tokenizer(const PrepareDataCommand& cmd, const io::Corpus& co
   }
 }
 
+// Rank 0's first line: what is being prepared, on how many ranks.
+void print_start(const PrepareDataCommand& cmd, const io::Corpus& corpus, int size) {
+  if (cmd.synthetic) {
+    std::printf("gridlm prepare-data: synthetic corpus of %ld documents (seed %ld) on %d "
+                "rank%s\n",
+                cmd.synthetic_documents, cmd.seed, size, size == 1 ? "" : "s");
+  } else {
+    std::string skipped;
+    if (!corpus.skipped.empty()) {
+      skipped += fmt::format(" ({} binary files skipped)", corpus.skipped.size());
+    }
+    if (!corpus.repeats.empty()) {
+      skipped += fmt::format(" ({} paths to files already read skipped)", corpus.repeats.size());
+    }
+    std::printf("gridlm prepare-data: %zu files, %s, documents by %s, on %d rank%s%s\n",
+                corpus.files.size(), decimal_bytes(double(corpus.bytes)).c_str(),
+                cmd.documents.c_str(), size, size == 1 ? "" : "s", skipped.c_str());
+  }
+  std::fflush(stdout);
+}
+
+// This rank's share of the documents, tokenized into the training and validation splits (each
+// document by a hash of its text, so the split is the same for any number of ranks); returns
+// the bytes of text read.
+std::uint64_t tokenize(const PrepareDataCommand& cmd, const io::Corpus& corpus,
+                       const io::Tokenizer& tokenizer, int rank, int size, Progress& progress,
+                       io::SplitPart& train, io::SplitPart& valid) {
+  std::unique_ptr<Documents> mine = share(cmd, corpus, rank, size);
+  std::string document;
+  std::vector<int> ids;
+  std::uint64_t documents = 0, tokens = 0;
+  while (mine->next(document)) {
+    ids.clear();
+    tokenizer.encode(document, ids);
+    if (tokenizer.eos_id() >= 0) ids.push_back(tokenizer.eos_id());
+    // From the text alone: the same split for any number of ranks, duplicates together.
+    const double u = double(io::mix64(std::uint64_t(cmd.seed) ^ fnv1a(document)) >> 11) * 0x1.0p-53;
+    io::SplitPart& part = u < cmd.valid_fraction ? valid : train;
+    part.tokens.append(ids);
+    part.doc_tokens.push_back(ids.size());
+    tokens += ids.size();
+    progress.update(mine->fraction(), mine->bytes(), ++documents, tokens);
+  }
+  return mine->bytes();
+}
+
 // The hang watchdog (parallel/watchdog.hpp), as a training run has one: a rank held up (a
 // stalled file system, a node that stopped) is named, in reports beside the output
 // (DIR/hang/), and the job ends with status 76 instead of waiting for the batch system's limit.
@@ -310,25 +356,7 @@ void run(const PrepareDataCommand& cmd) {
   parallel::run_agreed(world, [&] {
     if (root) probe_output(cmd.output);
   });
-  if (root) {
-    if (cmd.synthetic) {
-      std::printf("gridlm prepare-data: synthetic corpus of %ld documents (seed %ld) on %d "
-                  "rank%s\n",
-                  cmd.synthetic_documents, cmd.seed, size, size == 1 ? "" : "s");
-    } else {
-      std::string skipped;
-      if (!corpus.skipped.empty()) {
-        skipped += fmt::format(" ({} binary files skipped)", corpus.skipped.size());
-      }
-      if (!corpus.repeats.empty()) {
-        skipped += fmt::format(" ({} paths to files already read skipped)", corpus.repeats.size());
-      }
-      std::printf("gridlm prepare-data: %zu files, %s, documents by %s, on %d rank%s%s\n",
-                  corpus.files.size(), decimal_bytes(double(corpus.bytes)).c_str(),
-                  cmd.documents.c_str(), size, size == 1 ? "" : "s", skipped.c_str());
-    }
-    std::fflush(stdout);
-  }
+  if (root) print_start(cmd, corpus, size);
 
   std::string model, description;
   parallel::run_agreed(world, [&] {
@@ -348,26 +376,8 @@ void run(const PrepareDataCommand& cmd) {
   Progress progress(size == 1 ? "tokenizing" : fmt::format("tokenizing (rank 0 of {})", size), root,
                     cmd.progress_every);
   std::uint64_t bytes = 0;
-  parallel::run_agreed(world, [&] {
-    std::unique_ptr<Documents> mine = share(cmd, corpus, rank, size);
-    std::string document;
-    std::vector<int> ids;
-    std::uint64_t documents = 0, tokens = 0;
-    while (mine->next(document)) {
-      ids.clear();
-      tokenizer.encode(document, ids);
-      if (tokenizer.eos_id() >= 0) ids.push_back(tokenizer.eos_id());
-      // From the text alone: the same split for any number of ranks, duplicates together.
-      const double u =
-          double(io::mix64(std::uint64_t(cmd.seed) ^ fnv1a(document)) >> 11) * 0x1.0p-53;
-      io::SplitPart& part = u < cmd.valid_fraction ? valid : train;
-      part.tokens.append(ids);
-      part.doc_tokens.push_back(ids.size());
-      tokens += ids.size();
-      progress.update(mine->fraction(), mine->bytes(), ++documents, tokens);
-    }
-    bytes = mine->bytes();
-  });
+  parallel::run_agreed(
+      world, [&] { bytes = tokenize(cmd, corpus, tokenizer, rank, size, progress, train, valid); });
   const double tokenize_seconds = progress.finish();
 
   io::DatasetHeader header = io::header_for_tokenizer(tokenizer);

@@ -512,10 +512,10 @@ void ParallelFile::close() {
   direct_.reset();
   if (!file_) return;
   const parallel::flight::BlockingScope waited = collective("hdf5 close", 0);
-  // Only the last reference closes the file (a copy of the identifier may be held elsewhere).
-  if (writable_ && H5Iget_ref(file_.get()) == 1) {
-    if (H5Fclose(file_.get()) < 0) end_job_inside_collective("close");
-    file_ = H5Handle();
+  // A written file's close is checked (the last reference closes it; a copy of the identifier
+  // may be held elsewhere). After a close, reset() only forgets the identifier.
+  if (writable_ && H5Iget_ref(file_.get()) == 1 && H5Fclose(file_.get()) < 0) {
+    end_job_inside_collective("close");
   }
   file_.reset();
   forget_write_errors(std::exchange(mpi_file_, MPI_FILE_NULL));
