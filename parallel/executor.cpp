@@ -12,10 +12,19 @@
 #include "parallel/diagnostics.hpp"
 #include "parallel/fault_injection.hpp"
 #include "parallel/flight_recorder.hpp"
+#include "parallel/mpi_check.hpp"
 #include "parallel/schedule_transfers.hpp"
 
 namespace gridlm::parallel {
 namespace {
+
+// MPI_TAG_UB: at least 32767 by the standard; MPICH allows 2^28 - 1, others less.
+int mpi_tag_upper_bound() {
+  void* value = nullptr;
+  int found = 0;
+  GRIDLM_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found));
+  return found != 0 ? *static_cast<int*>(value) : 32767;
+}
 
 TraceKind trace_kind(OpKind k) {
   return k == OpKind::F   ? TraceKind::forward
@@ -209,6 +218,19 @@ Executor::Executor(const Grid& grid, const PipelinePlan& plan, std::vector<Stage
     if (int(chunks_.size()) != chunks_per_stage_) {
       throw Error(fmt::format("the schedule runs {} chunks per stage but this rank holds {}",
                               chunks_per_stage_, chunks_.size()));
+    }
+    // A schedule that is incomplete or could deadlock would hang the job: refused before it
+    // runs (every kind's schedules pass; this guards what the unit tests did not enumerate).
+    for (const Schedule* s : {&plan.train, &plan.eval}) {
+      std::string problem = check_schedule(*s);
+      if (problem.empty() && stages_ * chunks_per_stage_ > 1)
+        problem = tag_problem(*s, mpi_tag_upper_bound());
+      if (!problem.empty()) {
+        throw Error(fmt::format("the {} schedule ({} stages, {} micro-batches, {} chunks) cannot "
+                                "run: {}",
+                                schedule_name(s->kind), s->stages, s->micro_batches, s->chunks,
+                                problem));
+      }
     }
     for (const Stage* c : chunks_) {
       if (c->slots() < plan.slots[std::size_t(stage_)]) {

@@ -10,7 +10,7 @@
 namespace gridlm {
 
 // The numbers, or nullopt with *bad set to the first item that is not one (spaces around an
-// item are allowed).
+// item are allowed; an empty item, trailing included, is not a number).
 inline std::optional<std::vector<long>> parse_int_list(const std::string& text, std::string* bad) {
   std::vector<long> out;
   std::stringstream in(text);
@@ -28,6 +28,12 @@ inline std::optional<std::vector<long>> parse_int_list(const std::string& text, 
       return std::nullopt;
     }
     out.push_back(n);
+  }
+  // getline drops an empty last item: "3,4," would read as "3,4" (a count or an id lost).
+  const std::size_t last = text.find_last_not_of(" \t");
+  if (last != std::string::npos && text[last] == ',') {
+    *bad = "";
+    return std::nullopt;
   }
   return out;
 }

@@ -29,8 +29,9 @@ struct Op {
   }
 };
 
-// The most micro-batches a step (training or validation) may have: the pipeline's message tags
-// number them in a field of this width (parallel/schedule_transfers).
+// The most micro-batches a step (training or validation) may have. The pipeline's message tags
+// number a step's micro-batches (parallel/schedule_transfers), so more would soon need tags
+// beyond what some MPIs allow, and the schedule's checks grow with them.
 constexpr int max_micro_batches = 4096;
 
 struct Schedule {

@@ -86,44 +86,55 @@ double ready_time(const Schedule& s, int st, const Op& op, double free_at,
   return ready;
 }
 
+// Stage st's list on its own: every op exactly once, micro-batch and chunk in range, of the
+// kinds the schedule has, F before B before W of the same micro-batch and chunk.
+std::string stage_problem(const Schedule& s, int st) {
+  const bool split = s.kind == ScheduleKind::zb_h1;
+  const bool forward_only = s.kind == ScheduleKind::forward_only;
+  std::map<Key, int> seen;
+  for (std::size_t i = 0; i < s.ops[st].size(); ++i) {
+    const Op& op = s.ops[st][i];
+    if (op.micro < 0 || op.micro >= s.micro_batches || op.chunk < 0 || op.chunk >= s.chunks) {
+      return fmt::format("stage {}: {} is out of range", st, op_text(op, s.chunks));
+    }
+    if (op.kind == OpKind::W && !split) {
+      return fmt::format("stage {}: {} in a schedule without split backward", st,
+                         op_text(op, s.chunks));
+    }
+    if (op.kind != OpKind::F && forward_only) {
+      return fmt::format("stage {}: {} in a forward-only schedule", st, op_text(op, s.chunks));
+    }
+    if (!seen.emplace(key(op.kind, op.micro, op.chunk), int(i)).second) {
+      return fmt::format("stage {}: {} appears twice", st, op_text(op, s.chunks));
+    }
+  }
+  const std::size_t per_micro = forward_only ? 1 : split ? 3 : 2;
+  const std::size_t expected = std::size_t(s.micro_batches) * s.chunks * per_micro;
+  if (seen.size() != expected) {
+    return fmt::format("stage {} has {} ops; expected {}", st, seen.size(), expected);
+  }
+  for (const auto& [k, pos] : seen) {
+    const auto [kind, micro, chunk] = k;
+    if (kind == int(OpKind::F)) continue;
+    const int before = seen.at({kind - 1, micro, chunk});
+    if (before > pos) {
+      return fmt::format("stage {}: {} comes before {}", st,
+                         op_text({OpKind(kind), micro, chunk}, s.chunks),
+                         op_text({OpKind(kind - 1), micro, chunk}, s.chunks));
+    }
+  }
+  return "";
+}
+
 } // namespace
 
 std::string check_schedule(const Schedule& s) {
-  const bool split = s.kind == ScheduleKind::zb_h1;
   if (int(s.ops.size()) != s.stages) {
     return fmt::format("{} stage lists for {} stages", s.ops.size(), s.stages);
   }
-  // Complete: every op exactly once on its stage, micro-batch and chunk in range.
   for (int st = 0; st < s.stages; ++st) {
-    std::map<Key, int> seen;
-    for (std::size_t i = 0; i < s.ops[st].size(); ++i) {
-      const Op& op = s.ops[st][i];
-      if (op.micro < 0 || op.micro >= s.micro_batches || op.chunk < 0 || op.chunk >= s.chunks) {
-        return fmt::format("stage {}: {} is out of range", st, op_text(op, s.chunks));
-      }
-      if (op.kind == OpKind::W && !split) {
-        return fmt::format("stage {}: {} in a schedule without split backward", st,
-                           op_text(op, s.chunks));
-      }
-      if (!seen.emplace(key(op.kind, op.micro, op.chunk), int(i)).second) {
-        return fmt::format("stage {}: {} appears twice", st, op_text(op, s.chunks));
-      }
-    }
-    const std::size_t expected = std::size_t(s.micro_batches) * s.chunks * (split ? 3 : 2);
-    if (seen.size() != expected) {
-      return fmt::format("stage {} has {} ops; expected {}", st, seen.size(), expected);
-    }
-    // Local dependency order: F before B before W of the same micro-batch and chunk.
-    for (const auto& [k, pos] : seen) {
-      const auto [kind, micro, chunk] = k;
-      if (kind == int(OpKind::F)) continue;
-      const int before = seen.at({kind - 1, micro, chunk});
-      if (before > pos) {
-        return fmt::format("stage {}: {} comes before {}", st,
-                           op_text({OpKind(kind), micro, chunk}, s.chunks),
-                           op_text({OpKind(kind - 1), micro, chunk}, s.chunks));
-      }
-    }
+    std::string problem = stage_problem(s, st);
+    if (!problem.empty()) return problem;
   }
   // Running together: each stage executes its list in order; an op waits for its inputs.
   // Sends never block (the executor posts them non-blocking), so this is the deadlock test.

@@ -8,12 +8,26 @@
 namespace gridlm::parallel {
 namespace {
 
-// what: 0 an activation into F, 1 a gradient into B; q: the receiving virtual stage.
-int tag(int what, int micro, int q, int Q) { return (what * Q + q) * max_micro_batches + micro; }
+// what: 0 an activation into F, 1 a gradient into B, 2 the tied embedding; q: the receiving
+// virtual stage. The step's own micro-batch count is the field's width, not max_micro_batches,
+// so that tags stay within what an MPI allows (MPI_TAG_UB may be as low as 32767).
+int tag(const Schedule& s, int what, int micro, int q) {
+  return (what * s.stages * s.chunks + q) * s.micro_batches + micro;
+}
 
 } // namespace
 
-int tied_embedding_tag(const Schedule& s) { return tag(2, 0, 0, s.stages * s.chunks); }
+int tied_embedding_tag(const Schedule& s) { return tag(s, 2, 0, 0); }
+
+std::string tag_problem(const Schedule& s, int tag_upper_bound) {
+  // The tied embedding's tag is the largest: the transfers' end one below it.
+  const int largest = tied_embedding_tag(s);
+  if (largest <= tag_upper_bound) return "";
+  return fmt::format("its messages need tags up to {}, and this MPI allows {} (MPI_TAG_UB); "
+                     "use fewer micro-batches per step (train.grad_accum {}), fewer chunks "
+                     "(parallel.chunks {}) or fewer stages (parallel.pp {})",
+                     largest, tag_upper_bound, s.micro_batches, s.chunks, s.stages);
+}
 
 OpTransfers op_transfers(const Schedule& s, int stage, const Op& op) {
   const int p = s.stages, Q = p * s.chunks, q = op.chunk * p + stage;
@@ -21,20 +35,20 @@ OpTransfers op_transfers(const Schedule& s, int stage, const Op& op) {
   if (op.kind == OpKind::F) {
     if (q > 0) {
       t.recv_from = (q - 1) % p;
-      t.recv_tag = tag(0, op.micro, q, Q);
+      t.recv_tag = tag(s, 0, op.micro, q);
     }
     if (q < Q - 1) {
       t.send_to = (q + 1) % p;
-      t.send_tag = tag(0, op.micro, q + 1, Q);
+      t.send_tag = tag(s, 0, op.micro, q + 1);
     }
   } else if (op.kind == OpKind::B) {
     if (q < Q - 1) {
       t.recv_from = (q + 1) % p;
-      t.recv_tag = tag(1, op.micro, q, Q);
+      t.recv_tag = tag(s, 1, op.micro, q);
     }
     if (q > 0) {
       t.send_to = (q - 1) % p;
-      t.send_tag = tag(1, op.micro, q - 1, Q);
+      t.send_tag = tag(s, 1, op.micro, q - 1);
     }
   }
   return t;

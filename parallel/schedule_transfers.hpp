@@ -28,6 +28,9 @@ struct OpTransfers {
 OpTransfers op_transfers(const Schedule& s, int stage, const Op& op);
 // A tag that no transfer of op_transfers(s, ...) uses (the tied-embedding gradient exchange).
 int tied_embedding_tag(const Schedule& s);
+// "" when every tag of `s` (transfers and tied embedding) is at most `tag_upper_bound` (the MPI's
+// MPI_TAG_UB), else what to change.
+std::string tag_problem(const Schedule& s, int tag_upper_bound);
 
 struct GroupedTransfer {
   bool send = false;

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "engine/memory_budget.hpp"
 #include "engine/pipeline_model.hpp"
 #include "layers/adamw.hpp"
@@ -253,6 +255,30 @@ TEST(Pipeline, GroupedTransfersRefusedWhereTheyCouldDeadlock) {
   const std::string msg = test::collective_error(
       [&] { parallel::plan_pipeline(schedule, 1, parallel::Transfers::grouped); });
   EXPECT_NE(msg.find("cannot run its stage transfers in NCCL groups"), std::string::npos) << msg;
+}
+
+// The executor checks the plan's schedules before it runs one: a list whose order cannot run
+// (here the last stage's B0 before its F0) is refused on every rank instead of hanging.
+TEST(Pipeline, AScheduleThatFailsItsCheckIsRefusedBeforeItRuns) {
+  const int n = test::world_size();
+  parallel::GridOptions o;
+  o.layout = {1, n, 1};
+  const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
+  const layers::ModelConfig mc = model();
+  parallel::PipelinePlan plan =
+      parallel::plan_pipeline(parallel::make_schedule(parallel::ScheduleKind::one_f_one_b, n, 4), 4,
+                              parallel::Transfers::up_front);
+  std::vector<parallel::Op>& last = plan.train.ops[std::size_t(n - 1)];
+  ASSERT_EQ(last[1].kind, parallel::OpKind::B);
+  std::swap(last[0], last[1]);
+  const std::string msg = test::collective_error([&] {
+    engine::PipelineModel m(mc, 2, 12, grid, plan, plan_blocks(mc, n, "uniform"), nullptr, 5);
+  });
+  EXPECT_NE(msg.find(fmt::format("the 1f1b schedule ({} stages, 4 micro-batches, 1 chunks) cannot "
+                                 "run: stage {}: B0 comes before F0",
+                                 n, n - 1)),
+            std::string::npos)
+      << msg;
 }
 
 TEST(Pipeline, LayoutsThatDropOrRepeatBlocksAreRefused) {

@@ -36,7 +36,9 @@ TEST(Schedule, EveryKindPassesTheCheckerExhaustively) {
         if (v == 1) {
           ASSERT_EQ(check_grouped_transfers(s), "") << "interleaved p=" << p << " m=" << m;
         }
-        ++checked;
+        const Schedule eval = make_schedule(ScheduleKind::forward_only, p, m, v);
+        ASSERT_EQ(check_schedule(eval), "") << "forward-only p=" << p << " m=" << m << " v=" << v;
+        checked += 2;
       }
     }
   }
@@ -64,6 +66,14 @@ TEST(Schedule, CheckerFindsDeadlocksAndMistakes) {
   Schedule w = s;
   w.ops[0].push_back({OpKind::W, 0, 0});
   EXPECT_NE(check_schedule(w).find("without split backward"), std::string::npos);
+  Schedule eval = make_schedule(ScheduleKind::forward_only, 2, 2);
+  ASSERT_EQ(check_schedule(eval), "");
+  eval.ops[1].back() = {OpKind::B, 1, 0};
+  EXPECT_NE(check_schedule(eval).find("B1 in a forward-only schedule"), std::string::npos)
+      << check_schedule(eval);
+  eval.ops[1].pop_back();
+  EXPECT_NE(check_schedule(eval).find("stage 1 has 1 ops; expected 2"), std::string::npos)
+      << check_schedule(eval);
 }
 
 TEST(Schedule, RefusesImpossibleParameters) {
@@ -302,29 +312,47 @@ TEST(GroupedTransfers, CheckerFindsARendezvousDeadlock) {
   EXPECT_NE(check_grouped_transfers(s).find("deadlock"), std::string::npos);
 }
 
-// The tags number a step's micro-batches in a field of max_micro_batches: up to it every
-// transfer of the largest schedules has a tag of its own, and one more micro-batch, in training
-// or in validation, is refused before the tags could collide.
-TEST(PipelinePlan, MicroBatchesBeyondTheTagFieldAreRefused) {
-  // (stages, chunks): one stage handing over between its own chunks puts every transfer on one
-  // (sender, receiver) pair, where neighbouring tag ranges would collide first.
-  for (const auto& [pp, chunks] : {std::pair{2, 1}, std::pair{2, 2}, std::pair{1, 2}}) {
-    SCOPED_TRACE(fmt::format("pp {}, chunks {}", pp, chunks));
-    const Schedule s = make_schedule(chunks > 1 ? ScheduleKind::interleaved : ScheduleKind::gpipe,
-                                     pp, max_micro_batches, chunks);
-    std::set<std::tuple<int, int, int>> sent; // (from, to, tag)
-    for (int st = 0; st < s.stages; ++st) {
-      for (const Op& op : s.ops[std::size_t(st)]) {
-        const OpTransfers t = op_transfers(s, st, op);
-        if (t.send_to >= 0) {
-          EXPECT_TRUE(sent.emplace(st, t.send_to, t.send_tag).second);
+// The tags number a step's micro-batches in a field of the step's own count: every transfer of a
+// step has a tag of its own, below the tied embedding's, and the largest stays small enough for
+// an MPI whose MPI_TAG_UB is the standard's least (32767) at pp 4 and 4095 micro-batches.
+TEST(PipelinePlan, TagsAreDistinctAndWithinTheMpiTagBound) {
+  // (stages, chunks, micro-batches): one stage handing over between its own chunks puts every
+  // transfer on one (sender, receiver) pair, where neighbouring tag ranges would collide first.
+  for (const auto& [pp, chunks, m] : {std::tuple{2, 1, max_micro_batches}, std::tuple{2, 2, 6},
+                                      std::tuple{1, 2, 5}, std::tuple{4, 3, 8}}) {
+    SCOPED_TRACE(fmt::format("pp {}, chunks {}, m {}", pp, chunks, m));
+    for (const ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::forward_only}) {
+      const bool interleaved = chunks > 1 && kind == ScheduleKind::gpipe;
+      const Schedule s =
+          make_schedule(interleaved ? ScheduleKind::interleaved : kind, pp, m, chunks);
+      std::set<std::tuple<int, int, int>> sent; // (from, to, tag)
+      int largest = -1;
+      for (int st = 0; st < s.stages; ++st) {
+        for (const Op& op : s.ops[std::size_t(st)]) {
+          const OpTransfers t = op_transfers(s, st, op);
+          if (t.send_to >= 0) {
+            EXPECT_TRUE(sent.emplace(st, t.send_to, t.send_tag).second);
+            largest = std::max(largest, t.send_tag);
+          }
         }
       }
+      const std::size_t per_micro = kind == ScheduleKind::forward_only ? 1 : 2;
+      EXPECT_EQ(sent.size(), per_micro * s.micro_batches * (pp * chunks - 1));
+      EXPECT_LT(largest, tied_embedding_tag(s));
+      EXPECT_EQ(tag_problem(s, tied_embedding_tag(s)), "");
+      EXPECT_NE(tag_problem(s, tied_embedding_tag(s) - 1).find("MPI_TAG_UB"), std::string::npos);
     }
-    EXPECT_EQ(sent.size(), std::size_t(2 * max_micro_batches * (pp * chunks - 1)));
-    EXPECT_NO_THROW(plan_pipeline(s, max_micro_batches, Transfers::up_front));
-    EXPECT_THROW(plan_pipeline(s, max_micro_batches + 1, Transfers::up_front), gridlm::Error);
   }
+  EXPECT_EQ(tag_problem(make_schedule(ScheduleKind::one_f_one_b, 4, 4095), 32767), "");
+  EXPECT_NE(tag_problem(make_schedule(ScheduleKind::one_f_one_b, 4, 4096), 32767)
+                .find("train.grad_accum 4096"),
+            std::string::npos);
+}
+
+TEST(PipelinePlan, MoreMicroBatchesThanTheBoundAreRefused) {
+  const Schedule s = make_schedule(ScheduleKind::gpipe, 2, max_micro_batches);
+  EXPECT_NO_THROW(plan_pipeline(s, max_micro_batches, Transfers::up_front));
+  EXPECT_THROW(plan_pipeline(s, max_micro_batches + 1, Transfers::up_front), gridlm::Error);
   const Schedule over = make_schedule(ScheduleKind::gpipe, 2, max_micro_batches + 1);
   EXPECT_THROW(plan_pipeline(over, 1, Transfers::up_front), gridlm::Error);
 }

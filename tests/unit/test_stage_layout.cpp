@@ -79,6 +79,10 @@ TEST(StageLayout, ExplicitCountsAreCheckedBlockForBlock) {
   EXPECT_NE(msg.find("needs at least one"), std::string::npos) << msg;
   msg = error_of(model(8, 512), 3, "4,x,4");
   EXPECT_NE(msg.find("'x' is not a block count"), std::string::npos) << msg;
+  msg = error_of(model(8, 512), 3, "3,3,2,");
+  EXPECT_NE(msg.find("'' is not a block count"), std::string::npos) << msg;
+  msg = error_of(model(8, 512), 3, "3,,3,2");
+  EXPECT_NE(msg.find("'' is not a block count"), std::string::npos) << msg;
   msg = error_of(model(8, 512), 2, "4,-1");
   EXPECT_FALSE(msg.empty());
 }
