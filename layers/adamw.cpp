@@ -73,14 +73,14 @@ AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table,
   Kokkos::deep_copy(decay_, host);
 }
 
-void AdamW::update(Kokkos::View<float*> params, Kokkos::View<const float*> grads, int step,
+void AdamW::update(Kokkos::View<float*> params, Kokkos::View<const float*> grads, int updates_done,
                    double lr, double grad_norm) {
   const float clip = config_.grad_clip > 0.0 && grad_norm > config_.grad_clip
                          ? float(config_.grad_clip / (grad_norm + 1e-6))
                          : 1.0f;
   const float b1 = float(config_.beta1), b2 = float(config_.beta2), eps = float(config_.eps);
-  const float bc1 = float(1.0 - std::pow(config_.beta1, step + 1));
-  const float bc2 = float(1.0 - std::pow(config_.beta2, step + 1));
+  const float bc1 = float(1.0 - std::pow(config_.beta1, updates_done + 1));
+  const float bc2 = float(1.0 - std::pow(config_.beta2, updates_done + 1));
   const float flr = float(lr);
   for (const AdamWSegment& s : segments_) {
     float* p = params.data() + s.param;

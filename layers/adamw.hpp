@@ -27,11 +27,12 @@ public:
   AdamW(const OptimizerConfig& config, const ParamTable& table,
         const std::vector<AdamWSegment>& segments, std::size_t state_size);
 
-  // One update of params from grads (in the state layout) at `step` (0-based) with learning
-  // rate `lr`; `grad_norm` is the global norm of the gradients (over all ranks), used for
-  // clipping. Moments live here.
-  void update(Kokkos::View<float*> params, Kokkos::View<const float*> grads, int step, double lr,
-              double grad_norm);
+  // One update of params from grads (in the state layout) after `updates_done` earlier ones
+  // (the moments' bias correction counts updates, not steps: a skipped step adds nothing to
+  // them) with learning rate `lr`; `grad_norm` is the global norm of the gradients (over all
+  // ranks), used for clipping. Moments live here.
+  void update(Kokkos::View<float*> params, Kokkos::View<const float*> grads, int updates_done,
+              double lr, double grad_norm);
   const std::vector<AdamWSegment>& segments() const { return segments_; }
   // The moments in the state layout (by default the parameter table's offsets).
   Kokkos::View<float*> moment1() const { return moment1_; }

@@ -66,6 +66,8 @@ void crossentropy_backward(float* exps_to_dlogits, const float* scratch,
                            const std::int32_t* targets, float dloss, long N,
                            const VocabSlice& slice, Precision precision) {
   const long V = slice.local, v0 = slice.begin;
+  // Real columns, as the forward's: a target in the padding has no logit there, nor here.
+  const long valid = std::clamp(slice.vocab_size - v0, 0L, V);
   const float* sum = scratch + N; // the forward's row sums of exponentials
   const bool bf16 = precision == Precision::bf16;
   for_each_row(
@@ -73,7 +75,7 @@ void crossentropy_backward(float* exps_to_dlogits, const float* scratch,
         const long n = team.league_rank();
         float* p = exps_to_dlogits + n * V;
         const long target = long(targets[n]) - v0;
-        const bool mine = target >= 0 && target < V;
+        const bool mine = target >= 0 && target < valid;
         const float inv = 1.0f / sum[n];
         // (probability - onehot) * dloss, the probability rounded to a float first, as a
         // normalised copy held it; padding columns hold 0 and stay 0. The target's term is

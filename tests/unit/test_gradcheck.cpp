@@ -12,6 +12,10 @@
 // layer and 5e-3 for the whole model (the second term is the rounding of an O(1) fp32 loss). A
 // gradient 1.5% off in one column fails it.
 //
+// Gradient buffers start from random values, not zeros, and the check is of what the backward
+// added to them: every backward accumulates (+=), and one that overwrote would drop the earlier
+// micro-batches' gradients while passing a check from zeros.
+//
 // Every buffer a kernel reads or writes is device memory (tests/device_buffer.hpp), so the checks
 // run unchanged on a GPU build.
 #include <gtest/gtest.h>
@@ -82,11 +86,30 @@ void expect_gradient(const char* what, Vec& x, const Vec& analytic,
       << what << ": max |numeric - analytic| = " << worst << " against max |analytic| = " << scale;
 }
 
-// The same for a layer input or weight held in device memory: the kernels read x's device copy.
-void expect_gradient(const char* what, Buf& x, Buf& analytic, const std::function<double()>& loss,
+// A gradient buffer in device memory holding random values before the backward adds to it.
+class Grad {
+public:
+  Grad(std::size_t n, std::mt19937& rng) : buf_(random_vec(n, rng)), start_(buf_.host) {}
+  float* data() const { return buf_.data(); }
+  // What the backward added.
+  Vec added() {
+    Vec a = buf_.download();
+    for (std::size_t i = 0; i < a.size(); ++i)
+      a[i] -= start_[i];
+    return a;
+  }
+
+private:
+  Buf buf_;
+  Vec start_;
+};
+
+// The same for a layer input or weight held in device memory (the kernels read x's device
+// copy), against what the backward added to `analytic`.
+void expect_gradient(const char* what, Buf& x, Grad& analytic, const std::function<double()>& loss,
                      float eps = 1e-2f) {
   expect_gradient(
-      what, x.host, analytic.download(), loss, [&] { x.upload(); }, eps);
+      what, x.host, analytic.added(), loss, [&] { x.upload(); }, eps);
 }
 
 } // namespace
@@ -96,7 +119,8 @@ TEST(GradCheck, Encoder) {
   const int B = 2, T = 3, C = 5, V = 7;
   const Ids tok(std::vector<std::int32_t>{1, 3, 1, 6, 0, 3}); // repeats exercise the scatter-add
   Buf wte(random_vec(V * C, rng)), wpe(random_vec(T * C, rng)), R(random_vec(B * T * C, rng));
-  Buf out(B * T * C), dwte(V * C), dwpe(T * C);
+  Buf out(B * T * C);
+  Grad dwte(V * C, rng), dwpe(T * C, rng);
   auto loss = [&] {
     encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
     return dot(out.download(), R.host);
@@ -106,13 +130,14 @@ TEST(GradCheck, Encoder) {
   expect_gradient("encoder wpe", wpe, dwpe, loss);
 }
 
-TEST(GradCheck, LayerNorm) {
-  std::mt19937 rng(2);
-  const long N = 6;
-  const int C = 10;
+namespace {
+
+void check_layernorm(long N, int C, unsigned seed) {
+  std::mt19937 rng(seed);
   Buf x(random_vec(N * C, rng, 2.0f)), w(random_vec(C, rng)), b(random_vec(C, rng)),
       R(random_vec(N * C, rng));
-  Buf out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
+  Buf out(N * C), mean(N), rstd(N);
+  Grad dx(N * C, rng), dw(C, rng), db(C, rng);
   auto loss = [&] {
     layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
     return dot(out.download(), R.host);
@@ -125,13 +150,12 @@ TEST(GradCheck, LayerNorm) {
   expect_gradient("layernorm bias", b, db, loss);
 }
 
-TEST(GradCheck, Linear) {
-  std::mt19937 rng(3);
-  const long N = 5;
-  const int C = 7, OC = 70; // OC > one column block of the bias reduction
+void check_linear(long N, int C, int OC, unsigned seed) {
+  std::mt19937 rng(seed);
   Buf x(random_vec(N * C, rng)), w(random_vec(OC * C, rng)), b(random_vec(OC, rng)),
       R(random_vec(N * OC, rng));
-  Buf out(N * OC), dx(N * C), dw(OC * C), db(OC);
+  Buf out(N * OC);
+  Grad dx(N * C, rng), dw(OC * C, rng), db(OC, rng);
   auto loss = [&] {
     linear_forward(out.data(), x.data(), w.data(), b.data(), N, C, OC);
     return dot(out.download(), R.host);
@@ -142,10 +166,25 @@ TEST(GradCheck, Linear) {
   expect_gradient("linear bias", b, db, loss);
 }
 
+} // namespace
+
+TEST(GradCheck, LayerNorm) { check_layernorm(6, 10, 2); }
+
+// OC > one column block of the bias reduction.
+TEST(GradCheck, Linear) { check_linear(5, 7, 70, 3); }
+
+// More rows than two of a GPU's row chunks (column_sum_rows) and columns than two of its column
+// blocks, so that the two-pass column sums of the weight and bias gradients meet every case.
+TEST(GradCheck, LayerNormAndLinearOverManyRowsAndColumns) {
+  check_layernorm(70, 130, 12);
+  check_linear(70, 3, 130, 13);
+}
+
 TEST(GradCheck, Gelu) {
   std::mt19937 rng(4);
   const long N = 50;
-  Buf x(random_vec(N, rng, 3.0f)), R(random_vec(N, rng)), out(N), dx(N);
+  Buf x(random_vec(N, rng, 3.0f)), R(random_vec(N, rng)), out(N);
+  Grad dx(N, rng);
   auto loss = [&] {
     gelu_forward(out.data(), x.data(), N);
     return dot(out.download(), R.host);
@@ -161,7 +200,8 @@ namespace {
 void check_attention(int B, int T, int NH, int C, unsigned seed) {
   std::mt19937 rng(seed);
   const long N = long(B) * T;
-  Buf qkv(random_vec(N * 3 * C, rng)), R(random_vec(N * C, rng)), out(N * C), dqkv(N * 3 * C);
+  Buf qkv(random_vec(N * 3 * C, rng)), R(random_vec(N * C, rng)), out(N * C);
+  Grad dqkv(N * 3 * C, rng);
   Buf q(N * C), k(N * C), v(N * C), att(B * NH * attention_scores_per_head(T)), yh(N * C),
       datt(attention_block * T), dq(N * C), dk(N * C), dv(N * C);
   AttentionSaved saved{q.data(), k.data(), v.data(), att.data()};
@@ -214,6 +254,35 @@ TEST(GradCheck, SoftmaxCrossEntropy) {
   expect_gradient("cross-entropy logits", logits, analytic, loss, put, 1e-3f);
 }
 
+// A slice whose last columns are padding (a vocabulary padded for tensor parallelism): they are
+// in neither the loss nor its gradient, even for a target there (which GPT refuses before).
+TEST(GradCheck, SoftmaxCrossEntropyPaddingColumns) {
+  std::mt19937 rng(9);
+  const long N = 4;
+  const int V = 12, real = 9;
+  Vec logits = random_vec(N * V, rng, 3.0f);
+  const Ids targets(std::vector<std::int32_t>{0, 8, 10, 3});
+  Buf work(N * V), losses(N), scratch(3 * N);
+  const VocabSlice slice{0, V, real, nullptr};
+  const auto put = [&] {
+    work.host = logits;
+    work.upload();
+  };
+  auto loss = [&] {
+    return crossentropy_forward(work.data(), losses.data(), scratch.data(), targets.data(), N,
+                                slice);
+  };
+  put();
+  loss();
+  crossentropy_backward(work.data(), scratch.data(), targets.data(), 1.0f / float(N), N, slice);
+  const Vec analytic = work.download();
+  for (long n = 0; n < N; ++n) {
+    for (int j = real; j < V; ++j)
+      EXPECT_EQ(analytic[std::size_t(n * V + j)], 0.0f) << "row " << n << ", padding column " << j;
+  }
+  expect_gradient("cross-entropy logits with padding", logits, analytic, loss, put, 1e-3f);
+}
+
 TEST(GradCheck, WholeModelEveryParameterTensor) {
   ModelConfig m;
   m.vocab_size = 13;
@@ -251,6 +320,22 @@ TEST(GradCheck, WholeModelEveryParameterTensor) {
       };
       auto loss = [&] { return gpt.forward(x.data(), y.data(), B, T); };
       expect_gradient(p.name.c_str(), values, analytic, loss, put, 1e-3f, 5e-3f);
+    }
+    // A second micro-batch (the same one) without zero_grad: every tensor's gradient doubles, as
+    // accumulation over micro-batches needs.
+    std::vector<Vec> once;
+    for (std::size_t i = 0; i < gpt.table().params.size(); ++i)
+      once.push_back(gpt.host_grad(int(i)));
+    gpt.forward(x.data(), y.data(), B, T);
+    gpt.backward(1.0f);
+    for (std::size_t i = 0; i < once.size(); ++i) {
+      const Vec twice = gpt.host_grad(int(i));
+      float scale = 0.0f, worst = 0.0f;
+      for (std::size_t k = 0; k < twice.size(); ++k) {
+        scale = std::max(scale, std::fabs(once[i][k]));
+        worst = std::max(worst, std::fabs(twice[k] - 2.0f * once[i][k]));
+      }
+      EXPECT_LE(worst, 1e-5f * scale) << gpt.table().params[i].name << " after two micro-batches";
     }
   }
 }
