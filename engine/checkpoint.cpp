@@ -309,6 +309,7 @@ WriteStats write_file(const std::string& path, const Sources& from, const std::v
       table.emplace_back(names[i], sums[i]);
     CheckpointMeta m = meta;
     m.optimizer = from.opt != nullptr;
+    m.optimizer_updates = from.opt != nullptr ? from.opt->updates() : -1;
     write_attributes(f, table, m, config, format, kill, path);
     // The tokenizer's size is summed over the grid first: by every rank, or by none.
     if (!failed_anywhere(failure, grid)) {
@@ -450,6 +451,7 @@ CheckpointMeta read_model_file(const std::string& path, PipelineModel& model,
   });
   for (std::size_t k = 0; k < parts.size(); ++k)
     from_host(host[k], model, optimizer, parts[k]);
+  if (optimizer != nullptr) optimizer->set_updates(int(meta.optimizer_updates));
   return meta;
 }
 

@@ -20,6 +20,7 @@ void write_root_attributes(io::ParallelFile& f, const CheckpointMeta& meta,
   f.write_attribute("/", "gridlm_version", std::string(build::version));
   f.write_attribute("/", "optimizer", std::int64_t(meta.optimizer ? 1 : 0));
   f.write_attribute("/", "step", std::int64_t(meta.step));
+  if (meta.optimizer) f.write_attribute("/", "optimizer_updates", meta.optimizer_updates);
   f.write_attribute("/", "samples_seen", std::int64_t(meta.samples_seen));
   f.write_attribute("/", "tokens_seen", std::int64_t(meta.tokens_seen));
   f.write_attribute("/", "config", meta.config);
@@ -75,6 +76,11 @@ CheckpointMeta read_root_attributes(const io::ParallelFile& f, const std::string
   meta.gridlm_version = f.text_attribute("/", "gridlm_version");
   meta.optimizer = f.number_attribute("/", "optimizer") != 0.0;
   meta.step = int(f.number_attribute("/", "step"));
+  if (meta.optimizer) { // recorded since 2026-12-07's third change
+    meta.optimizer_updates = f.has_attribute("/", "optimizer_updates")
+                                 ? std::int64_t(f.number_attribute("/", "optimizer_updates"))
+                                 : meta.step;
+  }
   meta.samples_seen = std::uint64_t(f.number_attribute("/", "samples_seen"));
   meta.tokens_seen = std::uint64_t(f.number_attribute("/", "tokens_seen"));
   meta.config = f.text_attribute("/", "config");

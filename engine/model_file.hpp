@@ -38,7 +38,10 @@ struct CheckpointMeta {
   // rate's cosine decay ends at, resolved (-1: a file written before gridlm recorded them): a
   // run resumed with others follows another loss curve, which the start-up report says.
   std::int64_t global_batch = -1, decay_steps = -1;
-  bool optimizer = false;     // holds the AdamW moments (a checkpoint, not a weights file)
+  bool optimizer = false; // holds the AdamW moments (a checkpoint, not a weights file)
+  // With the moments: the updates they hold (step less the steps skipped; a file written before
+  // gridlm recorded it reads as step). -1 in a weights file.
+  std::int64_t optimizer_updates = -1;
   std::string gridlm_version; // the gridlm that wrote it
 };
 

@@ -61,14 +61,15 @@ double OptimizerStep::grad_norm(const PipelineModel& model) const {
   return std::sqrt(model.executor().grad_norm_squared(&model.tp_scalars()));
 }
 
-void OptimizerStep::update(PipelineModel& model, int step, double lr, double grad_norm,
+void OptimizerStep::update(PipelineModel& model, double lr, double grad_norm,
                            parallel::TraceRecorder* trace) {
   const double start = parallel::steady_seconds();
   for (std::size_t c = 0; c < adamw_.size(); ++c) {
     const Kokkos::View<float*> grads =
         sync_.zero() ? sync_.shard_grads(c) : model.chunks()[c]->grads();
-    adamw_[c]->update(model.chunks()[c]->params(), grads, step, lr, grad_norm);
+    adamw_[c]->update(model.chunks()[c]->params(), grads, updates_, lr, grad_norm);
   }
+  ++updates_;
   Kokkos::fence();
   if (trace != nullptr)
     trace->add(parallel::TraceKind::optimizer, start, parallel::steady_seconds());

@@ -26,10 +26,13 @@ public:
   // Collective over pp and tp (over the grid under ZeRO): the global gradient norm, before
   // clipping. The trainer decides from it (engine/step_guard) whether to update().
   double grad_norm(const PipelineModel& model) const;
-  // AdamW at learning rate `lr` (the schedule's at `step`) with clipping to `grad_norm`.
-  // Recorded in `trace` (may be null) as the optimizer.
-  void update(PipelineModel& model, int step, double lr, double grad_norm,
-              parallel::TraceRecorder* trace);
+  // AdamW at learning rate `lr` (the schedule's at the step) with clipping to `grad_norm`;
+  // one more update counted. Recorded in `trace` (may be null) as the optimizer.
+  void update(PipelineModel& model, double lr, double grad_norm, parallel::TraceRecorder* trace);
+  // Updates applied since the moments began (the steps less those skipped), which AdamW's bias
+  // correction counts; checkpoints keep it.
+  int updates() const { return updates_; }
+  void set_updates(int updates) { updates_ = updates; }
   // Test-only (GRIDLM_FAULT=nan_grad): a NaN in one gradient element that counts in the norm,
   // in the gradients update() would read.
   void poison_gradient(PipelineModel& model);
@@ -54,6 +57,7 @@ private:
   const parallel::Grid& grid_;
   std::vector<std::unique_ptr<layers::AdamW>> adamw_; // one per chunk
   std::vector<std::size_t> table_sizes_;              // per chunk: its flat buffer's elements
+  int updates_ = 0;                                   // updates applied to the moments
 };
 
 } // namespace gridlm::engine

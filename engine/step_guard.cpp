@@ -27,22 +27,30 @@ double median_of(std::vector<double> v) {
 
 } // namespace
 
-void LossWindow::push(double loss) {
-  values_.push_back(loss);
+void LossWindow::push(int step, double loss) {
+  values_.emplace_back(step, loss);
   if (values_.size() > capacity_) values_.pop_front();
+}
+
+void LossWindow::forget_from(int step) {
+  while (!values_.empty() && values_.back().first >= step)
+    values_.pop_back();
 }
 
 double LossWindow::median() const {
   if (values_.empty()) return std::nan("");
-  return median_of({values_.begin(), values_.end()});
+  std::vector<double> losses;
+  for (const auto& [step, loss] : values_)
+    losses.push_back(loss);
+  return median_of(std::move(losses));
 }
 
 double LossWindow::mad() const {
   if (values_.empty()) return std::nan("");
   const double m = median();
   std::vector<double> dev;
-  for (double v : values_)
-    dev.push_back(std::abs(v - m));
+  for (const auto& [step, loss] : values_)
+    dev.push_back(std::abs(loss - m));
   return median_of(std::move(dev));
 }
 

@@ -9,6 +9,7 @@
 #include <deque>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "engine/run_config.hpp"
 #include "parallel/grid.hpp"
@@ -19,14 +20,17 @@ namespace gridlm::engine {
 class LossWindow {
 public:
   explicit LossWindow(std::size_t capacity) : capacity_(capacity) {}
-  void push(double loss);
+  // The loss of `step` (0-based), newer than every step in the window.
+  void push(int step, double loss);
+  // Drops the losses of `step` and later: a rollback undid them, and the steps run again.
+  void forget_from(int step);
   std::size_t size() const { return values_.size(); }
   double median() const;
   double mad() const; // median absolute deviation from the median
 
 private:
   std::size_t capacity_;
-  std::deque<double> values_;
+  std::deque<std::pair<int, double>> values_; // (step, loss), oldest first
 };
 
 // Spike detection needs this many losses in the window before it judges.
@@ -42,8 +46,11 @@ public:
   };
   // Collective over the grid: every rank gets the same verdict, whatever it saw itself.
   Verdict check(double loss, double grad_norm) const;
-  // The loss of a step whose update was applied joins the window.
-  void accept(double loss) { window_.push(loss); }
+  // The loss of `step`, whose update was applied, joins the window.
+  void accept(int step, double loss) { window_.push(step, loss); }
+  // After a rollback to the checkpoint of `step` steps: the undone steps' losses leave the window
+  // (else they would count twice as the steps run again).
+  void rolled_back_to(int step) { window_.forget_from(step); }
 
 private:
   // This rank's own reading of the step: 0 fine, 1 spike, 2 non-finite gradient norm, 3

@@ -201,8 +201,8 @@ private:
     r.lr = layers::learning_rate(plan_.optim, step);
     const StepGuard::Verdict verdict = guard_.check(r.loss, r.grad_norm);
     if (!verdict.bad) {
-      optimizer_.update(model_, step, r.lr, r.grad_norm, &trace_);
-      guard_.accept(r.loss);
+      optimizer_.update(model_, r.lr, r.grad_norm, &trace_);
+      guard_.accept(step, r.loss);
     }
     // Before gather_params, which under ZeRO spends the reduced gradients' buffer.
     if (step == first_step_ && !plan_.gradients_path.empty()) write_gradients(step);
@@ -301,9 +301,8 @@ private:
                     parallel::stage_blocks_text(plan_.stage_blocks));
   }
 
-  // Back to the newest checkpoint this run saved or started from, with the data cursor past
-  // the samples of `step`, so that they are not met again.
-  // `why`: what was wrong with the step, and its samples.
+  // Back to the newest checkpoint this run saved or started from, with the data cursor past the
+  // samples of `step`, so that they are not met again (`why`: what was wrong with the step).
   void rollback(int step, const std::string& why) {
     const std::uint64_t past = samples_before(step + 1);
     grad_sync_.wait_params();
@@ -313,6 +312,7 @@ private:
     record_run(); // the checkpoint may be the one this run resumed from, with older data counts
     first_step_ = meta_.step;
     first_samples_ = past;
+    guard_.rolled_back_to(first_step_);
     feed_->restart(first_step_, past);
     rolled_back_from_ = step;
     rolled_back_for_ = why;

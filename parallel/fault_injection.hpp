@@ -9,6 +9,7 @@
 //   GRIDLM_FAULT=loss_spike:RANK:STEP  world rank RANK's loss of STEP is 100 higher
 //   GRIDLM_FAULT=error:RANK:STEP       world rank RANK throws an error right after its first
 //                                      backward op of STEP, with transfers still in flight
+// Several, separated by commas, ask for each (nan_grad:0:7,loss_spike:0:17).
 // Each fault happens once per process (a rolled-back run does not meet it again).
 // STEP counts from 1, as the log does.
 // Unset (as in every real run) it costs one branch per send, per step and per backward op.

@@ -8,6 +8,12 @@
 #   rollback  checkpoints every 2 steps; the run rolls back and finishes; prints the steps of
 #             metrics.jsonl, which must hold each step once and in order
 #   spike     a loss 100 higher at step 15 is a spike (train.spike_threshold = 6), skipped
+#   respike   a NaN at step 7 rolls back to step 4's checkpoint (steps 5 and 6 undone and run
+#             again); a spike at step 17 is then judged over 16 losses, each step's once
+#   resume    a run that skipped step 3 (train.skip_steps) checkpoints at step 4, whose
+#             moments hold 3 updates ("optimizer_updates 3 at step 4"); a run resumed there ends
+#             with its weights ("weights: N of M identical"): AdamW's bias correction counts
+#             updates, and the checkpoint carries their count
 set -u
 gridlm=$1 mpiexec=$2 config=$3 work=$4 ranks=$5 rank=$6 mode=$7
 shift 7
@@ -49,6 +55,21 @@ case $mode in
     ;;
   spike)
     run spike "loss_spike:$rank:15" --set train.on_nonfinite=skip --set train.spike_threshold=6 "$@" 2>&1
+    ;;
+  respike)
+    run respike "nan_grad:$rank:7,loss_spike:$rank:17" --set train.on_nonfinite=rollback \
+      --set train.spike_threshold=6 --set checkpoint.dir=ck --set checkpoint.every=4 "$@" 2>&1
+    ;;
+  resume)
+    ck=(--set train.skip_steps=3 --set checkpoint.dir=ck --set checkpoint.every=4 --set checkpoint.keep=5
+      --set output.weights=model.h5)
+    run reference "" "${ck[@]}" "$@" 2>&1
+    /usr/bin/python3 -c "import h5py; a = h5py.File('$work/reference/ck/step-000004.h5', 'r').attrs
+print('optimizer_updates', a['optimizer_updates'], 'at step', a['step'])"
+    mkdir -p "$work/resumed/ck"
+    cp "$work/reference/ck/step-000004.h5" "$work/resumed/ck/"
+    run resumed "" "${ck[@]}" --resume "$work/resumed/ck/step-000004.h5" "$@" 2>&1
+    same_weights "$work/resumed/model.h5" "$work/reference/model.h5"
     ;;
   *)
     echo "bad_steps.sh: unknown mode $mode" >&2

@@ -16,17 +16,35 @@ namespace {
 
 TEST(LossWindow, MedianAndMadOfTheNewestLosses) {
   LossWindow w(5);
+  int step = 0;
   for (double v : {100.0, 1.0, 2.0, 3.0, 4.0, 10.0}) // 100 falls out of the window
-    w.push(v);
+    w.push(step++, v);
   EXPECT_EQ(w.size(), 5u);
   EXPECT_DOUBLE_EQ(w.median(), 3.0);
   EXPECT_DOUBLE_EQ(w.mad(), 1.0); // deviations 2 1 0 1 7
-  w.push(5.0);                    // 2 3 4 10 5: even counts are not needed, but odd stays odd
+  w.push(step++, 5.0);            // 2 3 4 10 5: even counts are not needed, but odd stays odd
   EXPECT_DOUBLE_EQ(w.median(), 4.0);
   LossWindow even(4);
   for (double v : {1.0, 2.0, 3.0, 10.0})
-    even.push(v);
+    even.push(step++, v);
   EXPECT_DOUBLE_EQ(even.median(), 2.5);
+}
+
+// A rollback to the checkpoint of step 4 undoes steps 4 and 5 (0-based), which run again: their
+// first losses leave the window rather than count twice.
+TEST(LossWindow, ARollbackForgetsTheStepsItUndid) {
+  LossWindow w(10);
+  for (int step = 0; step < 6; ++step)
+    w.push(step, step < 4 ? double(step + 1) : 9.0); // 1 2 3 4, then 9 9
+  w.forget_from(4);
+  EXPECT_EQ(w.size(), 4u);
+  EXPECT_DOUBLE_EQ(w.median(), 2.5);
+  w.push(4, 5.0);
+  w.push(5, 6.0);
+  EXPECT_EQ(w.size(), 6u);
+  EXPECT_DOUBLE_EQ(w.median(), 3.5); // 1 2 3 4 5 6 (with the undone 9 9 kept: 4.5)
+  w.forget_from(7);                  // nothing newer
+  EXPECT_EQ(w.size(), 6u);
 }
 
 parallel::Grid world() {
@@ -60,8 +78,8 @@ TEST(StepGuard, ASpikeNeedsAFullEnoughWindowAndTheThreshold) {
   StepGuard guard(spiky(6.0), grid);
   EXPECT_FALSE(guard.check(50.0, 1.0).bad); // no history yet: nothing to compare with
   for (std::size_t i = 0; i < spike_min_losses; ++i)
-    guard.accept(3.0 + 0.01 * double(i % 3)); // median 3.01, MAD 0.01: sigma 0.0148
-  EXPECT_FALSE(guard.check(3.05, 1.0).bad);   // 2.7 sigma
+    guard.accept(int(i), 3.0 + 0.01 * double(i % 3)); // median 3.01, MAD 0.01: sigma 0.0148
+  EXPECT_FALSE(guard.check(3.05, 1.0).bad);           // 2.7 sigma
   const StepGuard::Verdict v = guard.check(3.2, 1.0);
   EXPECT_TRUE(v.bad);
   EXPECT_NE(v.what.find("a loss spike: 3.2000 against a median of 3.0100 over the last 10"),
@@ -69,7 +87,7 @@ TEST(StepGuard, ASpikeNeedsAFullEnoughWindowAndTheThreshold) {
       << v.what;
   StepGuard off(spiky(0.0), grid);
   for (std::size_t i = 0; i < spike_min_losses; ++i)
-    off.accept(3.0);
+    off.accept(int(i), 3.0);
   EXPECT_FALSE(off.check(300.0, 1.0).bad);
 }
 
@@ -77,7 +95,7 @@ TEST(StepGuard, EqualLossesDoNotMakeEveryRiseASpike) {
   const parallel::Grid grid = world();
   StepGuard guard(spiky(6.0), grid);
   for (std::size_t i = 0; i < spike_min_losses; ++i)
-    guard.accept(2.0); // MAD 0: the floor, 0.1% of the median, is the scale
+    guard.accept(int(i), 2.0); // MAD 0: the floor, 0.1% of the median, is the scale
   EXPECT_FALSE(guard.check(2.01, 1.0).bad);
   EXPECT_TRUE(guard.check(2.02, 1.0).bad);
 }
