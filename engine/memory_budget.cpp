@@ -94,14 +94,14 @@ StageParts estimate_stage(const RunConfig& config, const parallel::Layout& layou
     s.e.weights += double(r.weights);
     s.e.gradients += double(r.gradients);
     s.e.activations += double(r.activations);
-    // AdamW: two moments and the decay factor per element of the state it updates.
+    // AdamW: two moments (floats) and whether decay applies (a byte) per element of its state.
     std::size_t state = params;
     if (zero) {
       const ShardSizes shards = shard_sizes(params, bucket, layout.dp);
       state = shards.state;
       s.e.gradients += 4.0 * double(shards.state + shards.pad);
     }
-    s.e.optimizer += 12.0 * double(state);
+    s.e.optimizer += 9.0 * double(state);
     // The chunk without its blocks: the embeddings, the head and the final LayerNorm.
     const layers::StageSpec ends{spec.first_block, spec.first_block, spec.embedding, spec.head};
     const double embedding = double(layers::make_param_table(m, ends, 0, layout.tp).total);
@@ -132,7 +132,7 @@ MemoryEstimate estimate_with_plan(const RunConfig& config, const parallel::Layou
   if (params > 1e15 || values > 1e15) {
     MemoryEstimate e;
     e.weights = e.gradients = 4 * params;
-    e.optimizer = 12 * params;
+    e.optimizer = 9 * params;
     e.activations = 4 * values;
     e.largest =
         fmt::format("the model itself (model.vocab_size = {}, model.n_layer = {}, "

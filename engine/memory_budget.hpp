@@ -18,7 +18,7 @@ namespace gridlm::engine {
 struct MemoryEstimate {
   double weights = 0;     // parameters, fp32
   double gradients = 0;   // their gradients, and ZeRO-1's reduce-scattered shard and pad
-  double optimizer = 0;   // AdamW's two moments and decay factors (1/dp each under ZeRO-1)
+  double optimizer = 0;   // AdamW's two moments and decay flags (1/dp each under ZeRO-1)
   double activations = 0; // every activation slot, the logits, the backward's scratch, tokens
   double transfers = 0;   // stage transfers held at once, the tied embedding's exchange
   double total() const { return weights + gradients + optimizer + activations + transfers; }

@@ -52,17 +52,17 @@ AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table,
     : config_(config), segments_(segments) {
   moment1_ = Kokkos::View<float*>("layers::AdamW::m", state_size);
   moment2_ = Kokkos::View<float*>("layers::AdamW::v", state_size);
-  decay_ = Kokkos::View<float*>("layers::AdamW::decay", state_size);
+  decays_ = Kokkos::View<std::uint8_t*>("layers::AdamW::decays", state_size);
   // Straight into the state's mirror, tensor by tensor where it meets a segment: an array of
   // the whole table (a ZeRO shard's state holds 1/dp of it) would be the run's peak of memory.
-  auto host = Kokkos::create_mirror_view(decay_);
+  auto host = Kokkos::create_mirror_view(decays_);
   for (const ParamInfo& p : table.params) {
     bool decays = p.kind == ParamKind::weight;
     if (p.kind == ParamKind::embedding) decays = config.decay_embeddings;
     if (p.kind == ParamKind::norm || p.kind == ParamKind::bias) {
       decays = config.decay_norms_and_biases;
     }
-    const float decay = decays ? float(config.weight_decay) : 0.0f;
+    const std::uint8_t decay = decays ? 1 : 0;
     for (const AdamWSegment& s : segments_) {
       const std::size_t begin = std::max(p.offset, s.param),
                         end = std::min(p.offset + p.size, s.param + s.size);
@@ -70,7 +70,7 @@ AdamW::AdamW(const OptimizerConfig& config, const ParamTable& table,
         host(s.state + (i - s.param)) = decay;
     }
   }
-  Kokkos::deep_copy(decay_, host);
+  Kokkos::deep_copy(decays_, host);
 }
 
 void AdamW::update(Kokkos::View<float*> params, Kokkos::View<const float*> grads, int updates_done,
@@ -81,20 +81,21 @@ void AdamW::update(Kokkos::View<float*> params, Kokkos::View<const float*> grads
   const float b1 = float(config_.beta1), b2 = float(config_.beta2), eps = float(config_.eps);
   const float bc1 = float(1.0 - std::pow(config_.beta1, updates_done + 1));
   const float bc2 = float(1.0 - std::pow(config_.beta2, updates_done + 1));
-  const float flr = float(lr);
+  const float flr = float(lr), decay = float(config_.weight_decay);
   for (const AdamWSegment& s : segments_) {
     float* p = params.data() + s.param;
     const float* g = grads.data() + s.state;
     float* m = moment1_.data() + s.state;
     float* v = moment2_.data() + s.state;
-    const float* wd = decay_.data() + s.state;
+    const std::uint8_t* decays = decays_.data() + s.state;
     for_each(
         "layers::AdamW::update", long(s.size), KOKKOS_LAMBDA(long i) {
           const float gi = g[i] * clip;
           m[i] = b1 * m[i] + (1.0f - b1) * gi;
           v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
           const float mhat = m[i] / bc1, vhat = v[i] / bc2;
-          p[i] -= flr * (mhat / (std::sqrt(vhat) + eps) + wd[i] * p[i]);
+          const float wd = decays[i] != 0 ? decay : 0.0f;
+          p[i] -= flr * (mhat / (std::sqrt(vhat) + eps) + wd * p[i]);
         });
   }
 }

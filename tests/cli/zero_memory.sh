@@ -26,6 +26,6 @@ whole=$(state 0 "optimizer state") sharded=$(state 1 "optimizer state")
 echo "optimizer state per rank at dp $ranks: $whole bytes without ZeRO, $sharded with ZeRO-1"
 awk -v w="$whole" -v s="$sharded" -v n="$ranks" 'BEGIN {
   r = s / w
-  if (w <= 0 || r < 1 / n * 0.99 || r > 1 / n * 1.01) {
+  if (w <= 0 || r < 1 / n * 0.97 || r > 1 / n * 1.03) { # the report rounds to 0.1
     printf "FAIL: ZeRO-1 holds %.4f of the state, expected 1/%d\n", r, n; exit 1 }
   printf "ok: ZeRO-1 holds %.4f of the state (1/%d)\n", r, n }'

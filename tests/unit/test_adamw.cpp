@@ -84,7 +84,8 @@ TEST(AdamW, ZeroSegmentsUpdateTheOwnedParametersAsTheWholeTableDoes) {
       }
       Kokkos::View<float*> mine = to_view(params0, "shard params");
       layers::AdamW adamw(config, table, segments, shards.state_size);
-      EXPECT_EQ(adamw.state_bytes(), 3 * shards.state_size * sizeof(float));
+      // Both moments (floats) and whether decay applies (a byte), per element of the shard.
+      EXPECT_EQ(adamw.state_bytes(), shards.state_size * (2 * sizeof(float) + 1));
       const Kokkos::View<float*> g = to_view(shard_grads, "shard grads");
       for (int s = 0; s < steps; ++s)
         adamw.update(mine, g, s, lr, grad_norm);
@@ -111,8 +112,8 @@ TEST(AdamW, AReplicaThatOwnsNothingUpdatesNothingAndHoldsItsShardOnly) {
   Kokkos::View<float*> params = to_view(params0, "params");
   layers::AdamW adamw(layers::OptimizerConfig{}, table, {}, shards.state_size);
   EXPECT_TRUE(adamw.segments().empty());
-  EXPECT_EQ(adamw.state_bytes(), 3 * shards.state_size * sizeof(float))
-      << "the whole table's state is " << 3 * table.total * sizeof(float) << " bytes";
+  EXPECT_EQ(adamw.state_bytes(), shards.state_size * (2 * sizeof(float) + 1))
+      << "the whole table's state is " << table.total * (2 * sizeof(float) + 1) << " bytes";
   const Kokkos::View<float*> grads = to_view(std::vector<float>(shards.state_size, 1.0f), "grads");
   adamw.update(params, grads, 0, lr, grad_norm);
   EXPECT_EQ(to_vector(params), params0);

@@ -8,6 +8,7 @@
 
 #include "engine/memory_budget.hpp"
 #include "engine/pipeline_model.hpp"
+#include "layers/adamw.hpp"
 #include "layers/gpt.hpp"
 #include "parallel/schedule_transfers.hpp"
 
@@ -34,8 +35,8 @@ TEST(MemoryBudget, EstimateBoundsWhatOneRankAllocates) {
       const layers::GPT model(c.model, s.batch, s.seq, {}, nullptr, 1, layers::Backward::fused,
                               parse_precision(precision));
       const layers::MemoryReport m = model.memory();
-      // AdamW: both moments and the decay factors, a float each per parameter.
-      const double real = double(m.weights + m.gradients + 3 * m.weights + m.activations);
+      const layers::AdamW adamw(layers::OptimizerConfig{}, model.table());
+      const double real = double(m.weights + m.gradients + adamw.state_bytes() + m.activations);
       SCOPED_TRACE(::testing::Message()
                    << precision << ", vocab " << s.vocab << " width " << s.width << ": estimate "
                    << e.total() << " B, allocated " << real);
