@@ -38,7 +38,9 @@ void print_text(const engine::FileSummary& s) {
   std::printf("%s: %s, %.1f MiB, written by gridlm %s\n", s.path.c_str(),
               m.optimizer ? "checkpoint (weights and AdamW moments)" : "weights",
               double(s.bytes) / (1 << 20), s.gridlm_version.c_str());
-  std::printf("step %d, %llu samples, %llu tokens seen; layout %s\n", m.step,
+  const std::string updates =
+      m.optimizer ? fmt::format(" ({} updates in the moments)", m.optimizer_updates) : "";
+  std::printf("step %d%s, %llu samples, %llu tokens seen; layout %s\n", m.step, updates.c_str(),
               static_cast<unsigned long long>(m.samples_seen),
               static_cast<unsigned long long>(m.tokens_seen), m.layout.c_str());
   std::printf("model: %d layers, %d heads, width %d, vocabulary %d, context %d, %s embeddings\n",
@@ -74,6 +76,7 @@ void print_json(const engine::FileSummary& s) {
                          {"gridlm_version", s.gridlm_version},
                          {"optimizer", s.meta.optimizer},
                          {"step", s.meta.step},
+                         {"optimizer_updates", s.meta.optimizer_updates},
                          {"samples_seen", s.meta.samples_seen},
                          {"tokens_seen", s.meta.tokens_seen},
                          {"layout", s.meta.layout},

@@ -80,6 +80,11 @@ CheckpointMeta read_root_attributes(const io::ParallelFile& f, const std::string
     meta.optimizer_updates = f.has_attribute("/", "optimizer_updates")
                                  ? std::int64_t(f.number_attribute("/", "optimizer_updates"))
                                  : meta.step;
+    if (meta.optimizer_updates < 0 || meta.optimizer_updates > meta.step) {
+      throw Error(fmt::format("'{}' says its moments hold {} updates after {} steps: the file is "
+                              "damaged; use an earlier checkpoint",
+                              path, meta.optimizer_updates, meta.step));
+    }
   }
   meta.samples_seen = std::uint64_t(f.number_attribute("/", "samples_seen"));
   meta.tokens_seen = std::uint64_t(f.number_attribute("/", "tokens_seen"));

@@ -223,8 +223,8 @@ Executor::Executor(const Grid& grid, const PipelinePlan& plan, std::vector<Stage
     // runs (every kind's schedules pass; this guards what the unit tests did not enumerate).
     for (const Schedule* s : {&plan.train, &plan.eval}) {
       std::string problem = check_schedule(*s);
-      if (problem.empty() && stages_ * chunks_per_stage_ > 1)
-        problem = tag_problem(*s, mpi_tag_upper_bound());
+      // Tags go to MPI only between stages (chunks of one stage hand over in memory).
+      if (problem.empty() && stages_ > 1) problem = tag_problem(*s, mpi_tag_upper_bound());
       if (!problem.empty()) {
         throw Error(fmt::format("the {} schedule ({} stages, {} micro-batches, {} chunks) cannot "
                                 "run: {}",

@@ -54,9 +54,11 @@ void configure_from_environment() {
   const std::string value(text);
   std::stringstream items(value);
   std::string item;
+  // A trailing comma (an empty last item, which getline drops) is malformed too.
+  const bool trailing = value.back() == ',';
   while (std::getline(items, item, ',')) {
     std::smatch m;
-    if (!std::regex_match(item, m, form) || std::stoi(m[3]) < 1) {
+    if (trailing || !std::regex_match(item, m, form) || std::stoi(m[3]) < 1) {
       throw Error(fmt::format(
           "GRIDLM_FAULT={}: expected KIND:RANK:STEP (or several, separated by commas) with KIND "
           "one of skip_send, hang, hang_in_save, nan_grad, loss_spike, error and STEP from 1 (a "

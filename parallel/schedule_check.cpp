@@ -3,9 +3,11 @@
 //   B(micro, q) needs F(micro, q) on its own stage and B(micro, q + 1) from the stage of
 //   virtual stage q + 1 (a gradient); W(micro, q) needs B(micro, q) on its own stage.
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -25,27 +27,60 @@ int virtual_stage(const Schedule& s, int stage, const Op& op) {
   return op.chunk * s.stages + stage;
 }
 
+// A value per op of the pipeline, by Key (kind, micro-batch, virtual stage or chunk), in one
+// array: looked up once per op input, where a std::map made the checker and the simulator of a
+// large schedule (pp 64, 4096 micro-batches, 4 chunks: 2 M ops) take seconds, every step.
+template <class T>
+class OpTable {
+public:
+  OpTable(int stages, int micro_batches, T empty)
+      : stages_(stages), micro_(micro_batches),
+        values_(std::size_t(3) * std::size_t(stages) * std::size_t(micro_batches), empty) {}
+  T& operator[](const Key& k) { return values_[index(k)]; }
+  const T& operator[](const Key& k) const { return values_[index(k)]; }
+
+private:
+  std::size_t index(const Key& k) const {
+    const auto [kind, micro, stage] = k;
+    return (std::size_t(kind) * std::size_t(stages_) + std::size_t(stage)) * std::size_t(micro_) +
+           std::size_t(micro);
+  }
+  int stages_, micro_;
+  std::vector<T> values_;
+};
+
 struct Dep {
   Key key;
   bool remote; // produced on another stage: a message
 };
 
-std::vector<Dep> dependencies(const Schedule& s, int stage, const Op& op) {
+// An op's inputs: at most two.
+struct Deps {
+  std::array<Dep, 2> at;
+  int count = 0;
+  void add(const Dep& d) { at[std::size_t(count++)] = d; }
+  const Dep* begin() const { return at.data(); }
+  const Dep* end() const { return at.data() + count; }
+};
+
+Deps dependencies(const Schedule& s, int stage, const Op& op) {
   const int q = virtual_stage(s, stage, op), last = s.stages * s.chunks - 1;
   auto remote = [&](int other) { return other % s.stages != stage; };
-  std::vector<Dep> deps;
+  Deps deps;
   switch (op.kind) {
   case OpKind::F:
-    if (q > 0) deps.push_back({key(OpKind::F, op.micro, q - 1), remote(q - 1)});
+    if (q > 0) deps.add({key(OpKind::F, op.micro, q - 1), remote(q - 1)});
     break;
   case OpKind::B:
-    deps.push_back({key(OpKind::F, op.micro, q), false});
-    if (q < last) deps.push_back({key(OpKind::B, op.micro, q + 1), remote(q + 1)});
+    deps.add({key(OpKind::F, op.micro, q), false});
+    if (q < last) deps.add({key(OpKind::B, op.micro, q + 1), remote(q + 1)});
     break;
-  case OpKind::W: deps.push_back({key(OpKind::B, op.micro, q), false}); break;
+  case OpKind::W: deps.add({key(OpKind::B, op.micro, q), false}); break;
   }
   return deps;
 }
+
+constexpr double never = std::numeric_limits<double>::infinity();
 
 // Makespan, bubble and the activations each stage holds, from the slots.
 void summarise(const Schedule& s, Timeline& tl) {
@@ -76,14 +111,19 @@ void summarise(const Schedule& s, Timeline& tl) {
 // The time stage `st`'s next op may start: its stage free and its inputs arrived (infinity while
 // an input is not yet produced).
 double ready_time(const Schedule& s, int st, const Op& op, double free_at,
-                  const std::map<Key, double>& end, double transfer) {
+                  const OpTable<double>& end, double transfer) {
   double ready = free_at;
   for (const Dep& d : dependencies(s, st, op)) {
-    const auto it = end.find(d.key);
-    if (it == end.end()) return std::numeric_limits<double>::infinity();
-    ready = std::max(ready, it->second + (d.remote ? transfer : 0.0));
+    const double e = end[d.key];
+    if (e == never) return never;
+    ready = std::max(ready, e + (d.remote ? transfer : 0.0));
   }
   return ready;
+}
+
+// Ends of ops not yet run: `never`.
+OpTable<double> no_ends(const Schedule& s) {
+  return OpTable<double>(s.stages * s.chunks, s.micro_batches, never);
 }
 
 // Stage st's list on its own: every op exactly once, micro-batch and chunk in range, of the
@@ -91,7 +131,8 @@ double ready_time(const Schedule& s, int st, const Op& op, double free_at,
 std::string stage_problem(const Schedule& s, int st) {
   const bool split = s.kind == ScheduleKind::zb_h1;
   const bool forward_only = s.kind == ScheduleKind::forward_only;
-  std::map<Key, int> seen;
+  OpTable<int> seen(s.chunks, s.micro_batches, -1); // position in the list, by (kind, micro, chunk)
+  std::size_t count = 0;
   for (std::size_t i = 0; i < s.ops[st].size(); ++i) {
     const Op& op = s.ops[st][i];
     if (op.micro < 0 || op.micro >= s.micro_batches || op.chunk < 0 || op.chunk >= s.chunks) {
@@ -104,23 +145,28 @@ std::string stage_problem(const Schedule& s, int st) {
     if (op.kind != OpKind::F && forward_only) {
       return fmt::format("stage {}: {} in a forward-only schedule", st, op_text(op, s.chunks));
     }
-    if (!seen.emplace(key(op.kind, op.micro, op.chunk), int(i)).second) {
-      return fmt::format("stage {}: {} appears twice", st, op_text(op, s.chunks));
-    }
+    int& pos = seen[key(op.kind, op.micro, op.chunk)];
+    if (pos >= 0) return fmt::format("stage {}: {} appears twice", st, op_text(op, s.chunks));
+    pos = int(i);
+    ++count;
   }
   const std::size_t per_micro = forward_only ? 1 : split ? 3 : 2;
   const std::size_t expected = std::size_t(s.micro_batches) * s.chunks * per_micro;
-  if (seen.size() != expected) {
-    return fmt::format("stage {} has {} ops; expected {}", st, seen.size(), expected);
+  if (count != expected) {
+    return fmt::format("stage {} has {} ops; expected {}", st, count, expected);
   }
-  for (const auto& [k, pos] : seen) {
-    const auto [kind, micro, chunk] = k;
-    if (kind == int(OpKind::F)) continue;
-    const int before = seen.at({kind - 1, micro, chunk});
-    if (before > pos) {
-      return fmt::format("stage {}: {} comes before {}", st,
-                         op_text({OpKind(kind), micro, chunk}, s.chunks),
-                         op_text({OpKind(kind - 1), micro, chunk}, s.chunks));
+  // Complete and without repeats, so every op of each (micro-batch, chunk) is in the table.
+  for (const OpKind kind : {OpKind::B, OpKind::W}) {
+    if (kind == OpKind::B ? forward_only : !split) continue;
+    for (int micro = 0; micro < s.micro_batches; ++micro) {
+      for (int chunk = 0; chunk < s.chunks; ++chunk) {
+        const OpKind earlier = OpKind(int(kind) - 1);
+        if (seen[key(earlier, micro, chunk)] > seen[key(kind, micro, chunk)]) {
+          return fmt::format("stage {}: {} comes before {}", st,
+                             op_text({kind, micro, chunk}, s.chunks),
+                             op_text({earlier, micro, chunk}, s.chunks));
+        }
+      }
     }
   }
   return "";
@@ -138,7 +184,7 @@ std::string check_schedule(const Schedule& s) {
   }
   // Running together: each stage executes its list in order; an op waits for its inputs.
   // Sends never block (the executor posts them non-blocking), so this is the deadlock test.
-  std::map<Key, bool> done;
+  OpTable<char> done(s.stages * s.chunks, s.micro_batches, 0);
   std::vector<std::size_t> next(s.stages, 0);
   std::map<std::pair<int, int>, long> sent, received; // (from stage, to stage)
   for (bool progress = true; progress;) {
@@ -147,13 +193,13 @@ std::string check_schedule(const Schedule& s) {
       while (next[st] < s.ops[st].size()) {
         const Op& op = s.ops[st][next[st]];
         const auto deps = dependencies(s, st, op);
-        if (!std::all_of(deps.begin(), deps.end(), [&](const Dep& d) { return done.count(d.key); }))
+        if (!std::all_of(deps.begin(), deps.end(), [&](const Dep& d) { return done[d.key]; }))
           break;
         for (const Dep& d : deps) {
           if (d.remote) ++received[{std::get<2>(d.key) % s.stages, st}];
         }
         const int q = virtual_stage(s, st, op);
-        done[key(op.kind, op.micro, q)] = true;
+        done[key(op.kind, op.micro, q)] = 1;
         if (op.kind == OpKind::F && q < s.stages * s.chunks - 1 && (q + 1) % s.stages != st) {
           ++sent[{st, (q + 1) % s.stages}];
         }
@@ -188,7 +234,7 @@ Timeline simulate(const Schedule& s, const OpCosts& c) {
 Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer) {
   Timeline tl;
   tl.stages.resize(s.stages);
-  std::map<Key, double> end;
+  OpTable<double> end = no_ends(s);
   std::vector<std::size_t> next(s.stages, 0);
   std::vector<double> free_at(s.stages, 0.0);
   for (bool progress = true; progress;) {
@@ -197,7 +243,7 @@ Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer) {
       while (next[st] < s.ops[st].size()) {
         const Op& op = s.ops[st][next[st]];
         const double ready = ready_time(s, st, op, free_at[st], end, transfer);
-        if (ready == std::numeric_limits<double>::infinity()) break;
+        if (ready == never) break;
         const double finish = ready + cost(st, op);
         end[key(op.kind, op.micro, virtual_stage(s, st, op))] = finish;
         tl.stages[st].push_back({op, ready, finish});
@@ -213,14 +259,13 @@ Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer) {
 
 Timeline simulate(const Schedule& s, const OpCostFn& cost, double transfer,
                   const CoreSharing& sharing) {
-  constexpr double never = std::numeric_limits<double>::infinity();
   const int P = s.stages;
   std::size_t nodes = 0;
   for (const auto& r : sharing.ranks)
     nodes = std::max(nodes, r.size());
   Timeline tl;
   tl.stages.resize(P);
-  std::map<Key, double> end;
+  OpTable<double> end = no_ends(s);
   std::vector<std::size_t> next(P, 0);
   std::vector<double> free_at(P, 0.0), left(P, 0.0), started(P, 0.0), ready(P, never), rate(P, 1.0);
   std::vector<char> running(P, 0);

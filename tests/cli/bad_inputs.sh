@@ -73,6 +73,11 @@ f.attrs['checksums'] = f.attrs['checksums'].splitlines()[0] + '\n'" ||
   --set checkpoint.dir=ck_retok >/dev/null && "$G" prepare-data --synthetic \
   --synthetic-documents 300 --vocab-size 100 -o "$W/retok.h5" >/dev/null ||
   { echo "setup: the remade datasets failed"; exit 1; }
+# A checkpoint whose moments claim more updates than its steps (a damaged attribute).
+cp "$W/ck_remade/step-000002.h5" "$W/bad_updates.h5" && /usr/bin/python3 -c "
+import h5py
+h5py.File('$W/bad_updates.h5', 'r+').attrs['optimizer_updates'] = 5" ||
+  { echo "setup: damaging optimizer_updates failed"; exit 1; }
 ln -sfn loop "$W/loop" # a path that cannot be looked at: a loop of links
 printf 'The cat sat on the mat.\n\nA dog ran in the park.\n' >"$W/corpus.txt"
 mkdir -p "$W/corpus_dir" && cp "$W/corpus.txt" "$W/corpus_dir/a.txt"

@@ -10,6 +10,9 @@
 #   spike     a loss 100 higher at step 15 is a spike (train.spike_threshold = 6), skipped
 #   respike   a NaN at step 7 rolls back to step 4's checkpoint (steps 5 and 6 undone and run
 #             again); a spike at step 17 is then judged over 16 losses, each step's once
+#   first     with step 1 skipped, step 2's update is Adam's first: every parameter moves by at
+#             most the learning rate, and the largest by nearly it ("largest change 0.99.. x lr";
+#             counting the skipped step as an update made it 0.73)
 #   resume    a run that skipped step 3 (train.skip_steps) checkpoints at step 4, whose
 #             moments hold 3 updates ("optimizer_updates 3 at step 4"); a run resumed there ends
 #             with its weights ("weights: N of M identical"): AdamW's bias correction counts
@@ -59,6 +62,16 @@ case $mode in
   respike)
     run respike "nan_grad:$rank:7,loss_spike:$rank:17" --set train.on_nonfinite=rollback \
       --set train.spike_threshold=6 --set checkpoint.dir=ck --set checkpoint.every=4 "$@" 2>&1
+    ;;
+  first)
+    first=(--set train.skip_steps=1 --set train.weight_decay=0 --set output.weights=model.h5)
+    run before "" --set train.steps=1 "${first[@]}" "$@" 2>&1
+    run after "" --set train.steps=2 "${first[@]}" "$@" 2>&1
+    /usr/bin/python3 -c "import h5py, json, numpy as np
+lr = [json.loads(l)['lr'] for l in open('$work/after/metrics.jsonl') if json.loads(l)['step'] == 2][0]
+with h5py.File('$work/before/model.h5') as a, h5py.File('$work/after/model.h5') as b:
+    change = max(float(np.max(np.abs(b[n][()] - a[n][()]))) for n in a if isinstance(a[n], h5py.Dataset))
+print(f'largest change {change / lr:.4f} x lr')"
     ;;
   resume)
     ck=(--set train.skip_steps=3 --set checkpoint.dir=ck --set checkpoint.every=4 --set checkpoint.keep=5
