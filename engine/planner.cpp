@@ -239,7 +239,12 @@ MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l,
   const layers::ModelConfig& m = r.model;
   const double B = r.train.micro_batch, T = m.seq_len, C = m.d_model, H = m.n_head;
   const double blocks = std::ceil(double(m.n_layer) / l.pp);
-  const double in_flight = std::min(double(l.pp) * r.parallel.chunks, double(r.train.grad_accum));
+  // The schedule's own peak of (micro-batch, chunk) pairs a stage holds, in whole stages: gpipe
+  // holds every micro-batch, 1f1b pp of them, interleaved about pp + 2 (pp - 1) / v.
+  int held = 0;
+  for (int h : plan.uniform.peak_in_flight)
+    held = std::max(held, h);
+  const double in_flight = double(held) / std::max(1, r.parallel.chunks);
   const double scale = machine.activation_bytes / 4.0;
   const double one_block = 4 * B * T * (20 * C / l.tp + 2 * H / l.tp * T) * scale;
   const double head = 4 * 2 * B * T * m.vocab_size / l.tp * scale;
