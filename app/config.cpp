@@ -44,7 +44,8 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "samples each time",
        &c.train.eval_every},
       {"train", "eval_batches",
-       "global batches in one validation, run forward only (the same samples in any layout)",
+       "global batches in one validation, run forward only (the same samples in any layout of the "
+       "same global batch)",
        &c.train.eval_batches},
       {"train", "precision",
        "of the matrix products: fp32, or bf16 (operands rounded to bfloat16, fp32 accumulation; "

@@ -134,7 +134,7 @@ double Reporter::startup(const PipelineModel& model, const io::TokenSource& data
 
 nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double mfu) const {
   const parallel::Layout& layout = grid_.layout();
-  const bool validated = std::isfinite(r.val_loss);
+  const bool validated = r.validated;
   // Steps are counted from 1, as the log, train.skip_steps and checkpoint names count them.
   nlohmann::json j{{"step", r.step + 1},
                    {"loss", r.loss},
@@ -192,7 +192,7 @@ double Reporter::step(const StepRecord& r) {
   const parallel::Layout& layout = grid_.layout();
   const double mfu =
       dropped ? none : flops_per_step_ / r.seconds / (tc.peak_gflops * 1e9 * grid_.size());
-  const bool validated = std::isfinite(r.val_loss);
+  const bool validated = r.validated;
   if (validated) {
     std::printf("step %5d/%d | validation loss %.4f (%lld sequences)\n", r.step + 1, tc.steps,
                 r.val_loss, static_cast<long long>(tc.eval_batches * global_batch(tc, layout.dp)));

@@ -37,7 +37,8 @@ struct StepRecord {
   double dp_gather = 0.0;         // ZeRO-1: parameter all-gather in flight (in dp_in_flight)
   double dp_gather_exposed = 0.0; // of which the forward waited for (in dp_exposed)
   double data_wait = 0.0;         // waiting for the batch reader
-  double val_loss = 0.0;          // NaN when no validation ran after this step
+  bool validated = false;         // a validation ran after this step
+  double val_loss = 0.0;          // its loss (a diverged model's NaN is reported as such)
   double tokens_per_s = 0.0;      // the step's throughput, as reported
   parallel::PipelineTiming pipeline;
   std::string checkpoint_path;          // a checkpoint saved after this step ("" for none)

@@ -119,9 +119,8 @@ public:
       parallel::flight::set_phase("validation", -1, -1);
       grad_sync_.wait_params();
       r.val_loss = validation_->run(pipeline, grad_sync_.scalars());
+      r.validated = true;
       parallel::flight::set_phase("", -1, -1);
-    } else {
-      r.val_loss = std::nan("");
     }
     if (checkpoints_.due(step)) save(step + 1, r, step == config_.train.steps - 1);
     answer_job(step, r, parallel::steady_seconds() - begin);
@@ -358,18 +357,18 @@ private:
     }
   }
 
-  // What a resumed run changes that moves it off the loss curve of the run so far: the global
-  // batch (a new dp with the same train.micro_batch, say) and the end of the learning rate's
-  // decay (a new train.steps with train.decay_steps = 0). Both are allowed; both are said.
+  // What moves a resumed run off the loss curve so far, allowed and said: the global batch (a
+  // new dp, say) and the end of the learning rate's decay (a new train.steps).
   void note_changed_course(const CheckpointMeta& m) const {
     const std::int64_t batch = global_batch(config_.train, grid_.layout().dp);
     if (m.global_batch > 0 && m.global_batch != batch) {
       report_.note(fmt::format(
           "the global batch changes from {} to {} sequences a step (train.micro_batch {} x "
           "train.grad_accum {} x dp {}), so the loss follows another curve than the run's so "
-          "far; for the same batch, make micro_batch x grad_accum x dp = {}",
+          "far{}; for the same batch, make micro_batch x grad_accum x dp = {}",
           m.global_batch, batch, config_.train.micro_batch, config_.train.grad_accum,
-          grid_.layout().dp, m.global_batch));
+          grid_.layout().dp, config_.train.eval_every > 0 ? ", on other validation samples" : "",
+          m.global_batch));
     }
     if (m.decay_steps > 0 && m.decay_steps != plan_.optim.decay_steps) {
       layers::OptimizerConfig before = plan_.optim;
@@ -557,7 +556,7 @@ TrainResult train(const RunConfig& config, const parallel::Grid& grid,
     result.grad_norms.push_back(r.grad_norm);
     result.dp_buckets = r.dp_buckets;
     result.dp_buckets_overlapped += r.dp_buckets_overlapped;
-    if (std::isfinite(r.val_loss)) result.val_losses.emplace_back(step, r.val_loss);
+    if (r.validated) result.val_losses.emplace_back(step, r.val_loss);
     // The first step (allocation, warm-up) is left out of the median, unless it is the only
     // one; a step train.skip_steps dropped has no rate (NaN).
     if (std::isfinite(r.tokens_per_s)) {

@@ -44,12 +44,14 @@ std::string validation_shortfall(const RunData& data, const RunConfig& config,
   const auto batch = std::uint64_t(global_batch(config.train, grid.layout().dp));
   const std::uint64_t need = std::uint64_t(config.train.eval_batches) * batch;
   if (!extent || need <= extent->samples) return "";
+  const std::uint64_t reads =
+      (need + extent->samples - 1) / std::max<std::uint64_t>(1, extent->samples);
   const std::string what = fmt::format(
       "a validation reads {} samples (train.eval_batches = {} x the global batch of {}), but "
       "the validation split of '{}' holds {}: the other {} are its samples again (its next "
-      "epoch), counted twice in the loss",
+      "epochs), some of them {} times in one loss",
       need, config.train.eval_batches, batch, config.data.source, extent->samples,
-      need - extent->samples);
+      need - extent->samples, reads);
   if (extent->samples < batch) {
     return what + "; remake the dataset with a larger --valid-fraction, or set "
                   "train.eval_every = 0";
