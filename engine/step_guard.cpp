@@ -29,7 +29,9 @@ double median_of(std::vector<double> v) {
 
 void LossWindow::push(int step, double loss) {
   values_.emplace_back(step, loss);
-  if (values_.size() > capacity_) values_.pop_front();
+  // Twice the window is kept, so that after a rollback forgets the newest losses the older
+  // ones fill the window again.
+  if (values_.size() > 2 * capacity_) values_.pop_front();
 }
 
 void LossWindow::forget_from(int step) {
@@ -40,8 +42,8 @@ void LossWindow::forget_from(int step) {
 double LossWindow::median() const {
   if (values_.empty()) return std::nan("");
   std::vector<double> losses;
-  for (const auto& [step, loss] : values_)
-    losses.push_back(loss);
+  for (auto it = values_.end() - long(size()); it != values_.end(); ++it)
+    losses.push_back(it->second);
   return median_of(std::move(losses));
 }
 
@@ -49,8 +51,8 @@ double LossWindow::mad() const {
   if (values_.empty()) return std::nan("");
   const double m = median();
   std::vector<double> dev;
-  for (const auto& [step, loss] : values_)
-    dev.push_back(std::abs(loss - m));
+  for (auto it = values_.end() - long(size()); it != values_.end(); ++it)
+    dev.push_back(std::abs(it->second - m));
   return median_of(std::move(dev));
 }
 

@@ -5,6 +5,7 @@
 // trainer carries it out: stop, skip or rollback).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <deque>
 #include <set>
@@ -24,13 +25,14 @@ public:
   void push(int step, double loss);
   // Drops the losses of `step` and later: a rollback undid them, and the steps run again.
   void forget_from(int step);
-  std::size_t size() const { return values_.size(); }
+  // Losses the median and MAD are over: the newest `capacity`.
+  std::size_t size() const { return std::min(values_.size(), capacity_); }
   double median() const;
   double mad() const; // median absolute deviation from the median
 
 private:
   std::size_t capacity_;
-  std::deque<std::pair<int, double>> values_; // (step, loss), oldest first
+  std::deque<std::pair<int, double>> values_; // (step, loss), oldest first, up to 2 capacity
 };
 
 // Spike detection needs this many losses in the window before it judges.

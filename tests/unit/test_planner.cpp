@@ -314,6 +314,16 @@ TEST(Planner, RecomputationRunsTheForwardAgainAndKeepsOnlyBlockInputs) {
   // Saved activations: B T C per block per micro-batch in flight, far below the whole block's.
   const Candidate piped = candidate(1, 2, 1, "1f1b", 2, 4, {2, 2});
   EXPECT_LT(predict(c, piped, p, again).memory_per_rank, predict(c, piped, p).memory_per_rank);
+  // Block inputs are held as long as the schedule holds its micro-batches: gpipe all m of them,
+  // 1f1b pp. From m = 4 to 8, gpipe's stages keep 4 more micro-batches' inputs of their 2
+  // blocks than 1f1b's do, and more (gpipe's stage transfers grow by 4 more buffers too; the
+  // pricing before counted min(pp, m) micro-batches for both, and only the transfers differed).
+  const auto growth = [&](const std::string& schedule) {
+    return predict(c, candidate(1, 2, 1, schedule, 2, 8, {2, 2}), p, again).memory_per_rank -
+           predict(c, candidate(1, 2, 1, schedule, 2, 4, {2, 2}), p, again).memory_per_rank;
+  };
+  const double block_input = 2.0 * c.model.seq_len * c.model.d_model * p.activation_bytes;
+  EXPECT_GE(growth("gpipe") - growth("1f1b"), 4 * 2 * block_input);
 }
 
 TEST(Planner, SearchHonoursALayoutAndAMicroBatchLimit) {

@@ -45,6 +45,14 @@ TEST(LossWindow, ARollbackForgetsTheStepsItUndid) {
   EXPECT_DOUBLE_EQ(w.median(), 3.5); // 1 2 3 4 5 6 (with the undone 9 9 kept: 4.5)
   w.forget_from(7);                  // nothing newer
   EXPECT_EQ(w.size(), 6u);
+  // A full window that forgets its newest two: the two before it come back.
+  LossWindow full(4);
+  for (int step = 0; step < 8; ++step)
+    full.push(step, double(step)); // window 4 5 6 7
+  EXPECT_DOUBLE_EQ(full.median(), 5.5);
+  full.forget_from(6);
+  EXPECT_EQ(full.size(), 4u);
+  EXPECT_DOUBLE_EQ(full.median(), 3.5); // 2 3 4 5
 }
 
 parallel::Grid world() {
