@@ -240,7 +240,7 @@ MemoryEstimate planned_memory(const RunConfig& r, const parallel::Layout& l,
   const double B = r.train.micro_batch, T = m.seq_len, C = m.d_model, H = m.n_head;
   const double blocks = std::ceil(double(m.n_layer) / l.pp);
   // The schedule's own peak of (micro-batch, chunk) pairs a stage holds, in whole stages: gpipe
-  // holds every micro-batch, 1f1b pp of them, interleaved about pp + 2 (pp - 1) / v.
+  // holds every micro-batch, 1f1b pp of them, interleaved about pp + (pp - 1) / v.
   int held = 0;
   for (int h : plan.uniform.peak_in_flight)
     held = std::max(held, h);

@@ -19,7 +19,7 @@ struct TrainConfig {
   std::string precision = "fp32"; // of the matrix products: fp32, or bf16 (fp32 accumulation)
   int log_every = 10;             // a readable line at steps 1, n, 2n, ... and the last
   int eval_every = 0;             // validation loss every this many steps and at the end (0: never)
-  int eval_batches = 4;       // global batches in one validation (the same samples in any layout)
+  int eval_batches = 4;       // global batches in one validation (same samples: same global batch)
   double peak_gflops = 100.0; // per-rank peak FLOP/s (in GFLOP/s) that MFU is measured against
   double exit_margin_minutes =
       -1; // save and stop this long before the job's time limit (-1: measured)

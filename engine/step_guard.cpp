@@ -30,7 +30,7 @@ double median_of(std::vector<double> v) {
 void LossWindow::push(int step, double loss) {
   values_.emplace_back(step, loss);
   // Twice the window is kept, so that after a rollback forgets the newest losses the older
-  // ones fill the window again.
+  // ones fill the window again (a full window after a rollback of up to spike_window steps).
   if (values_.size() > 2 * capacity_) values_.pop_front();
 }
 

@@ -367,7 +367,8 @@ private:
           "train.grad_accum {} x dp {}), so the loss follows another curve than the run's so "
           "far{}; for the same batch, make micro_batch x grad_accum x dp = {}",
           m.global_batch, batch, config_.train.micro_batch, config_.train.grad_accum,
-          grid_.layout().dp, config_.train.eval_every > 0 ? ", on other validation samples" : "",
+          grid_.layout().dp,
+          config_.train.eval_every > 0 ? ", validating on more or fewer samples" : "",
           m.global_batch));
     }
     if (m.decay_steps > 0 && m.decay_steps != plan_.optim.decay_steps) {

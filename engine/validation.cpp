@@ -49,7 +49,7 @@ std::string validation_shortfall(const RunData& data, const RunConfig& config,
   const std::string what = fmt::format(
       "a validation reads {} samples (train.eval_batches = {} x the global batch of {}), but "
       "the validation split of '{}' holds {}: the other {} are its samples again (its next "
-      "epochs), some of them {} times in one loss",
+      "epochs), each read up to {} times in one loss",
       need, config.train.eval_batches, batch, config.data.source, extent->samples,
       need - extent->samples, reads);
   if (extent->samples < batch) {

@@ -4,7 +4,8 @@
 // final weights. At 4 ranks:
 // dp 4, dp 2 x pp 2 (zb-h1, interleaved-1f1b with 2 chunks per stage), dp 2 x tp 2; at 8: dp 2 x pp
 // 2 x tp 2 with zb-h1 and with interleaved-1f1b; an untied head with weight decay on every kind of
-// parameter at tp 2 with ZeRO-1 and pp 2 x tp 2 (8 ranks: dp 2 x pp 2 x tp 2). Buckets of 512
+// parameter at dp 2 x tp 2 with ZeRO-1 and pp 2 x tp 2 interleaved (8 ranks: dp 2 x pp 2 x tp 2
+// zb-h1 with ZeRO-1). Buckets of 512
 // floats straddle tensors, and most of them start while the backward still runs. Bucketed and
 // unbucketed reduction give identical bits at dp 2 over 8 steps (each element is the sum of two
 // numbers either way).
