@@ -134,7 +134,6 @@ double Reporter::startup(const PipelineModel& model, const io::TokenSource& data
 
 nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double mfu) const {
   const parallel::Layout& layout = grid_.layout();
-  const bool validated = r.validated;
   // Steps are counted from 1, as the log, train.skip_steps and checkpoint names count them.
   nlohmann::json j{{"step", r.step + 1},
                    {"loss", r.loss},
@@ -156,7 +155,7 @@ nlohmann::json Reporter::metrics_record(const StepRecord& r, double rate, double
       j["dp_gather_exposed_ms"] = r.dp_gather_exposed * 1e3;
     }
   }
-  if (validated) j["val_loss"] = r.val_loss;
+  if (r.validated) j["val_loss"] = r.val_loss;
   j["bad_steps"] = r.bad_steps;
   if (!r.bad.empty()) j["bad_step"] = r.bad;
   if (!r.action.empty()) {
@@ -192,8 +191,7 @@ double Reporter::step(const StepRecord& r) {
   const parallel::Layout& layout = grid_.layout();
   const double mfu =
       dropped ? none : flops_per_step_ / r.seconds / (tc.peak_gflops * 1e9 * grid_.size());
-  const bool validated = r.validated;
-  if (validated) {
+  if (r.validated) {
     std::printf("step %5d/%d | validation loss %.4f (%lld sequences)\n", r.step + 1, tc.steps,
                 r.val_loss, static_cast<long long>(tc.eval_batches * global_batch(tc, layout.dp)));
   }

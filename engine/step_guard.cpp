@@ -39,20 +39,24 @@ void LossWindow::forget_from(int step) {
     values_.pop_back();
 }
 
+std::vector<double> LossWindow::losses() const {
+  std::vector<double> out;
+  for (auto it = values_.end() - long(size()); it != values_.end(); ++it)
+    out.push_back(it->second);
+  return out;
+}
+
 double LossWindow::median() const {
   if (values_.empty()) return std::nan("");
-  std::vector<double> losses;
-  for (auto it = values_.end() - long(size()); it != values_.end(); ++it)
-    losses.push_back(it->second);
-  return median_of(std::move(losses));
+  return median_of(losses());
 }
 
 double LossWindow::mad() const {
   if (values_.empty()) return std::nan("");
   const double m = median();
-  std::vector<double> dev;
-  for (auto it = values_.end() - long(size()); it != values_.end(); ++it)
-    dev.push_back(std::abs(it->second - m));
+  std::vector<double> dev = losses();
+  for (double& d : dev)
+    d = std::abs(d - m);
   return median_of(std::move(dev));
 }
 

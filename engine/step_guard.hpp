@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/run_config.hpp"
 #include "parallel/grid.hpp"
@@ -31,6 +32,7 @@ public:
   double mad() const; // median absolute deviation from the median
 
 private:
+  std::vector<double> losses() const; // the newest size(), oldest first
   std::size_t capacity_;
   std::deque<std::pair<int, double>> values_; // (step, loss), oldest first, up to 2 capacity
 };

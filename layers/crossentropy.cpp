@@ -9,12 +9,19 @@
 #include "parallel/comm.hpp"
 
 namespace gridlm::layers {
+namespace {
+
+// Real columns of this rank's slice, [0, valid): forward and backward leave the padding out alike
+// (a target there has no logit in either).
+long real_columns(const VocabSlice& slice) {
+  return std::clamp(slice.vocab_size - slice.begin, 0L, slice.local);
+}
+
+} // namespace
 
 double crossentropy_forward(float* logits_to_exps, float* losses, float* scratch,
                             const std::int32_t* targets, long N, const VocabSlice& slice) {
-  const long V = slice.local, v0 = slice.begin;
-  // Real columns of this slice: [0, valid).
-  const long valid = std::clamp(slice.vocab_size - v0, 0L, V);
+  const long V = slice.local, v0 = slice.begin, valid = real_columns(slice);
   float* mx = scratch;        // [N] row maximum over the group
   float* sum_t = scratch + N; // [2N] sum of exponentials, target logit
   for_each_row(
@@ -65,9 +72,7 @@ double crossentropy_forward(float* logits_to_exps, float* losses, float* scratch
 void crossentropy_backward(float* exps_to_dlogits, const float* scratch,
                            const std::int32_t* targets, float dloss, long N,
                            const VocabSlice& slice, Precision precision) {
-  const long V = slice.local, v0 = slice.begin;
-  // Real columns, as the forward's: a target in the padding has no logit there, nor here.
-  const long valid = std::clamp(slice.vocab_size - v0, 0L, V);
+  const long V = slice.local, v0 = slice.begin, valid = real_columns(slice);
   const float* sum = scratch + N; // the forward's row sums of exponentials
   const bool bf16 = precision == Precision::bf16;
   for_each_row(

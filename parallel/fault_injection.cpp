@@ -79,7 +79,6 @@ void configure_from_environment() {
 }
 
 bool skip_this_send() {
-  if (faults().empty()) return false;
   Fault* f = armed(Kind::skip_send, [](int step) { return flight::current_step() >= step; });
   if (f == nullptr) return false;
   f->armed = false;
@@ -106,7 +105,6 @@ bool nan_gradient_now(int step) {
 }
 
 void error_if_asked() {
-  if (faults().empty()) return;
   Fault* f = armed(Kind::error, [](int s) { return flight::current_step() == s; });
   if (f == nullptr) return;
   f->armed = false;
