@@ -58,24 +58,40 @@ std::string where_text(const json& r) {
                      r["micro"].get<int>(), r["chunk"].get<int>());
 }
 
+// Whether an operation belongs to a step's validation rather than to its training ops: the
+// validation's forward-only schedule numbers its messages as training's forwards do, under the
+// same step, so a training send must not pass for the send a validation receive waits for.
+bool validating(const json& op) {
+  return op["phase"].get<std::string>().rfind("validation", 0) == 0;
+}
+
 // The send that would complete `wait` (a recv by `waiter`) among the peer's recorded operations.
 const json* matching_send(const json& peer_report, const json& wait, int waiter) {
   for (const char* list : {"recent", "earlier"}) {
     if (!peer_report.contains(list)) continue;
     for (const json& op : peer_report[list]) {
       if (op["op"] == "send" && op["peer"] == waiter && op["tag"] == wait["tag"] &&
-          op["step"] == wait["step"])
+          op["step"] == wait["step"] && validating(op) == validating(wait))
         return &op;
     }
   }
   return nullptr;
 }
 
-// Whether the peer's ring reaches back before the step of `wait`, so that a send missing from
-// it was never posted (rather than completed and overwritten).
+// Whether the peer's ring reaches back before the part of the step that `wait` is in (its
+// training ops, or its validation, which follows them), so that a send missing from it was
+// never posted (rather than completed and overwritten).
 bool ring_covers(const json& peer_report, const json& wait) {
   const json& recent = peer_report["recent"];
-  return recent.size() < flight::ring_size || recent.front()["step"] < wait["step"];
+  if (recent.size() < flight::ring_size) return true;
+  const json& oldest = recent.front();
+  return oldest["step"] < wait["step"] ||
+         (oldest["step"] == wait["step"] && validating(wait) && !validating(oldest));
+}
+
+// "step 4", "step 4's validation"
+std::string step_text(const json& op) {
+  return fmt::format("step {}{}", op["step"].get<int>(), validating(op) ? "'s validation" : "");
 }
 
 std::string who_text(const json& r) {
@@ -170,17 +186,17 @@ std::map<int, std::string> send_evidence(const ByRank& by_rank, std::set<int>& d
     auto it = by_rank.find(peer);
     if (it == by_rank.end()) continue;
     const json* send = matching_send(*it->second, w, rank);
-    const int step = w["step"], tag = w["tag"];
+    const int tag = w["tag"];
+    const std::string step = step_text(w);
     if (send == nullptr && ring_covers(*it->second, w)) {
-      out.emplace(peer, fmt::format("rank {} has not posted the send to rank {} with tag {} of "
-                                    "step {}",
+      out.emplace(peer, fmt::format("rank {} has not posted the send to rank {} with tag {} of {}",
                                     peer, rank, tag, step));
     } else if (send == nullptr) {
       out.emplace(peer, fmt::format("rank {}'s last {} operations hold no send to rank {} with "
-                                    "tag {} of step {}",
+                                    "tag {} of {}",
                                     peer, flight::ring_size, rank, tag, step));
     } else if ((*send)["skipped"].get<bool>()) {
-      out[peer] = fmt::format("rank {} skipped its send to rank {} with tag {} of step {} (fault "
+      out[peer] = fmt::format("rank {} skipped its send to rank {} with tag {} of {} (fault "
                               "injection)",
                               peer, rank, tag, step);
       dropped.insert(peer);

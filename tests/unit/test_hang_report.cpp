@@ -156,6 +156,49 @@ TEST(HangReport, AFullRingDoesNotClaimASendWasNeverPosted) {
       << a.why;
 }
 
+// The validation's forward-only schedule tags its messages as training's forwards, under the
+// same step: a training send is not the one a validation receive waits for.
+flight::Record in_phase(flight::Record r, const char* phase) {
+  r.phase = phase;
+  return r;
+}
+
+TEST(HangReport, ATrainingSendDoesNotAnswerAValidationReceive) {
+  const flight::Record trained = in_phase(op("send", "pp", 1, 7, 2), "F");
+  const auto a = analyse_hang(
+      {report(0, in_phase(op("recv", "pp", 1, 9, 2), "validation F"), 105.0, {trained}),
+       report(1, in_phase(op("recv", "pp", 0, 7, 2), "validation"), 101.0)},
+      2);
+  EXPECT_EQ(a.culprit, 0);
+  EXPECT_NE(a.why.find("rank 0 has not posted the send to rank 1 with tag 7 of step 3's "
+                       "validation"),
+            std::string::npos)
+      << a.why;
+  // The validation's own send does answer it.
+  const auto b =
+      analyse_hang({report(0, in_phase(op("recv", "pp", 1, 9, 2), "validation F"), 105.0,
+                           {trained, in_phase(op("send", "pp", 1, 7, 2), "validation F")}),
+                    report(1, in_phase(op("recv", "pp", 0, 7, 2), "validation"), 101.0)},
+                   2);
+  EXPECT_EQ(b.why.find("has not posted the send to rank 1"), std::string::npos) << b.why;
+}
+
+TEST(HangReport, ARingOfTheStepsTrainingOpsCoversItsValidation) {
+  // A ring full of this step's training ops began before its validation: a validation send
+  // missing from it was never posted.
+  const std::vector<flight::Record> busy(flight::ring_size,
+                                         in_phase(op("send", "pp", 1, 7, 2), "F"));
+  const auto a =
+      analyse_hang({report(0, in_phase(op("recv", "pp", 1, 9, 2), "validation F"), 105.0, busy),
+                    report(1, in_phase(op("recv", "pp", 0, 7, 2), "validation"), 101.0)},
+                   2);
+  EXPECT_EQ(a.culprit, 0);
+  EXPECT_NE(a.why.find("rank 0 has not posted the send to rank 1 with tag 7 of step 3's "
+                       "validation"),
+            std::string::npos)
+      << a.why;
+}
+
 TEST(HangReport, TheFirstToDetectLeads) {
   std::vector<json> all{report(0, none, 0.0), report(1, none, 0.0), report(2, none, 0.0)};
   all[0]["detected_at"] = -1.0; // answered a request, did not detect
