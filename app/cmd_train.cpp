@@ -63,6 +63,7 @@ void run(const TrainCommand& cmd) {
     grid_options.layout.dp = parallel::parse_axis("parallel.dp", config.parallel.dp);
     grid_options.layout.pp = parallel::parse_axis("parallel.pp", config.parallel.pp);
     grid_options.layout.tp = parallel::parse_axis("parallel.tp", config.parallel.tp);
+    grid_options.layout.heads = config.model.n_head; // tp = auto: a tp the model can split
     grid_options.allow_tp_across_nodes = config.parallel.force_tp_across_nodes;
   });
   const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, grid_options);

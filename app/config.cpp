@@ -105,7 +105,10 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &c.data.on_change},
       {"parallel", "dp", "data-parallel replicas: a number or auto", &c.parallel.dp},
       {"parallel", "pp", "pipeline stages: a number or auto", &c.parallel.pp},
-      {"parallel", "tp", "tensor-parallel ranks per stage: a number or auto", &c.parallel.tp},
+      {"parallel", "tp",
+       "tensor-parallel ranks per stage: a number or auto (the largest that divides the heads and "
+       "keeps each group inside a node)",
+       &c.parallel.tp},
       {"parallel", "profile",
        "how auto layout axes are chosen: \"\" (tp fills a node, dp takes the rest), a profile "
        "or machine file (the layout planner picks the auto axes and the micro-batch split of "

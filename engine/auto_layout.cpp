@@ -8,6 +8,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/comm_mpi.hpp"
 #include "parallel/diagnostics.hpp"
+#include "parallel/layout.hpp"
 
 namespace gridlm::engine {
 namespace {
@@ -28,9 +29,12 @@ ProfileRequest start_up_request(const RunConfig& config, int ranks, int node) {
   req.precision = config.train.precision;
   req.repeats = 3;
   req.tp.clear();
+  const int tp = parallel::parse_axis("parallel.tp", config.parallel.tp); // 0: auto
   for (int t = 1; t <= node; ++t) {
-    const bool allowed = config.parallel.tp == "auto" || config.parallel.tp == std::to_string(t);
-    if (allowed && ranks % t == 0 && config.model.n_head % t == 0) req.tp.push_back(t);
+    const bool allowed = tp == 0 || tp == t;
+    if (allowed && node % t == 0 && ranks % t == 0 && config.model.n_head % t == 0) {
+      req.tp.push_back(t);
+    }
   }
   if (req.tp.empty()) req.tp.push_back(1);
   // Not above the configured size: the memory a run was sized for.
@@ -44,11 +48,14 @@ ProfileRequest start_up_request(const RunConfig& config, int ranks, int node) {
 // Whether a candidate keeps what the configuration fixed.
 bool keeps(const RunConfig& config, const Candidate& c) {
   const ParallelConfig& pc = config.parallel;
-  auto axis = [](const std::string& key, int value) {
-    return key == "auto" || key == std::to_string(value);
+  // As the grid reads them: "02" is 2.
+  auto axis = [](const char* name, const std::string& text, int value) {
+    const int fixed = parallel::parse_axis(name, text); // 0: auto
+    return fixed == 0 || fixed == value;
   };
   // One stage runs every schedule alike, so the planner prices only 1f1b there.
-  return axis(pc.dp, c.layout.dp) && axis(pc.pp, c.layout.pp) && axis(pc.tp, c.layout.tp) &&
+  return axis("parallel.dp", pc.dp, c.layout.dp) && axis("parallel.pp", pc.pp, c.layout.pp) &&
+         axis("parallel.tp", pc.tp, c.layout.tp) &&
          (c.schedule == pc.schedule || c.layout.pp == 1) && c.chunks == pc.chunks &&
          (c.zero == pc.zero || c.layout.dp == 1);
 }

@@ -390,6 +390,7 @@ int configured_global_batch(const RunConfig& config, int ranks, int ranks_per_no
   req.dp = parallel::parse_axis("parallel.dp", config.parallel.dp);
   req.pp = parallel::parse_axis("parallel.pp", config.parallel.pp);
   req.tp = parallel::parse_axis("parallel.tp", config.parallel.tp);
+  req.heads = config.model.n_head;
   const parallel::Layout l = parallel::resolve_layout(ranks, req, ranks_per_node);
   return config.train.micro_batch * config.train.grad_accum * l.dp;
 }

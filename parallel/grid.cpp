@@ -25,30 +25,6 @@ const char* axis_name(Axis a) {
   return "?";
 }
 
-namespace {
-
-std::string tp_node_message(const Layout& layout, int group_first_rank, int node_lo, int node_hi,
-                            int min_ranks_per_node, int world) {
-  std::string text = fmt::format(
-      "the tensor-parallel group of ranks {}-{} spans nodes {} to {}: tensor parallelism "
-      "exchanges activations in every layer and needs the links inside one node. Use a tp that "
-      "divides the ranks per node ({} here)",
-      group_first_rank, group_first_rank + layout.tp - 1, node_lo, node_hi, min_ranks_per_node);
-  // The closest layout that fits: same pp, the largest tp that divides a node.
-  const Layout* best = nullptr;
-  const std::vector<Layout> layouts = all_layouts(world);
-  for (const Layout& l : layouts) {
-    if (min_ranks_per_node % l.tp == 0 && l.pp == layout.pp && (!best || l.tp > best->tp)) {
-      best = &l;
-    }
-  }
-  if (best) text += ", for example " + best->flags();
-  text += "; or pass --force-tp-across-nodes to run anyway.";
-  return text;
-}
-
-} // namespace
-
 Grid Grid::create(MPI_Comm world, const GridOptions& options) {
   Grid g;
   int world_rank = 0, world_size = 0;
@@ -68,13 +44,19 @@ Grid Grid::create(MPI_Comm world, const GridOptions& options) {
   unique_leaders.erase(std::unique(unique_leaders.begin(), unique_leaders.end()),
                        unique_leaders.end());
   g.num_nodes_ = static_cast<int>(unique_leaders.size());
+  std::vector<int> node_of_rank(leaders.size()); // world rank -> node index
+  for (std::size_t r = 0; r < leaders.size(); ++r) {
+    node_of_rank[r] =
+        int(std::lower_bound(unique_leaders.begin(), unique_leaders.end(), leaders[r]) -
+            unique_leaders.begin());
+  }
   g.node_ =
       static_cast<int>(std::lower_bound(unique_leaders.begin(), unique_leaders.end(), leader) -
                        unique_leaders.begin());
   GRIDLM_MPI_CHECK(MPI_Allreduce(&node_ranks, &g.min_ranks_per_node_, 1, MPI_INT, MPI_MIN, world));
 
   run_agreed(world, [&] {
-    g.layout_ = resolve_layout(world_size, options.layout, g.min_ranks_per_node_);
+    g.layout_ = resolve_layout(world_size, options.layout, g.min_ranks_per_node_, node_of_rank);
   });
 
   // tp varies fastest: dims are (dp, pp, tp) in row-major rank order. No reordering, so world
@@ -112,8 +94,8 @@ Grid Grid::create(MPI_Comm world, const GridOptions& options) {
   GRIDLM_MPI_CHECK(MPI_Allreduce(&crosses, &any_crosses, 1, MPI_INT, MPI_MAX, world));
   g.tp_crosses_nodes_ = any_crosses != 0;
   if (!options.allow_tp_across_nodes) {
-    agree_on_errors(world, crosses ? tp_node_message(g.layout_, world_rank - g.coords_.tp, node_lo,
-                                                     node_hi, g.min_ranks_per_node_, world_size)
+    agree_on_errors(world, crosses ? tp_across_nodes_message(g.layout_, world_rank - g.coords_.tp,
+                                                             node_lo, node_hi, node_of_rank)
                                    : std::string());
   }
   return g;

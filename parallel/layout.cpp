@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -48,9 +49,11 @@ std::vector<Layout> all_layouts(int world) {
 
 namespace {
 
-int largest_divisor_at_most(int n, int cap) {
-  for (int d = std::min(n, std::max(cap, 1)); d >= 1; --d) {
-    if (n % d == 0) return d;
+// The largest divisor of n that `fits`, 1 when no larger one does.
+template <typename Fits>
+int largest_divisor_that_fits(int n, Fits fits) {
+  for (int d = n; d > 1; --d) {
+    if (n % d == 0 && fits(d)) return d;
   }
   return 1;
 }
@@ -81,7 +84,7 @@ std::vector<Layout> suggest_layouts(int world, const LayoutRequest& request, int
     if (request.dp != 0 && l.dp == request.dp) s += 4;
     if (request.pp != 0 && l.pp == request.pp) s += 4;
     if (request.tp != 0 && l.tp == request.tp) s += 4;
-    if (l.tp <= ranks_per_node) s += 2;
+    if (ranks_per_node % l.tp == 0) s += 2; // its tensor groups can stay inside nodes
     return s;
   };
   std::stable_sort(layouts.begin(), layouts.end(),
@@ -90,7 +93,50 @@ std::vector<Layout> suggest_layouts(int world, const LayoutRequest& request, int
   return layouts;
 }
 
-Layout resolve_layout(int world, const LayoutRequest& request, int ranks_per_node) {
+bool tp_fits_nodes(const std::vector<int>& node_of_rank, int tp) {
+  if (tp < 1 || node_of_rank.size() % std::size_t(tp) != 0) return false;
+  for (std::size_t r = 0; r < node_of_rank.size(); ++r) {
+    if (node_of_rank[r] != node_of_rank[r - r % std::size_t(tp)]) return false;
+  }
+  return true;
+}
+
+std::string tp_across_nodes_message(const Layout& layout, int first_rank, int node_lo, int node_hi,
+                                    const std::vector<int>& node_of_rank) {
+  std::string text = fmt::format(
+      "the tensor-parallel group of ranks {}-{} spans nodes {} to {}: tensor parallelism "
+      "exchanges activations in every layer and needs the links inside one node. ",
+      first_rank, first_rank + layout.tp - 1, node_lo, node_hi);
+  if (!std::is_sorted(node_of_rank.begin(), node_of_rank.end())) {
+    // Round-robin placement: no tp > 1 keeps its group inside a node, whatever its size.
+    text += "The launcher placed consecutive ranks on different nodes: launch with block "
+            "placement (srun -m block, or host:N entries in an MPICH host file) so that a node "
+            "holds consecutive ranks, or use --tp 1";
+  } else {
+    std::map<int, int> ranks_on; // node -> its ranks
+    for (const int node : node_of_rank)
+      ++ranks_on[node];
+    int fewest = INT_MAX;
+    for (const auto& entry : ranks_on)
+      fewest = std::min(fewest, entry.second);
+    text += fmt::format("Use a tp that divides the ranks per node ({} here)", fewest);
+    // The closest layout that fits: same pp, the largest tp whose groups stay inside nodes.
+    const Layout* best = nullptr;
+    const std::vector<Layout> layouts = all_layouts(int(node_of_rank.size()));
+    for (const Layout& l : layouts) {
+      if (l.pp == layout.pp && !(l == layout) && tp_fits_nodes(node_of_rank, l.tp) &&
+          (!best || l.tp > best->tp)) {
+        best = &l;
+      }
+    }
+    if (best) text += ", for example " + best->flags();
+  }
+  text += "; or pass --force-tp-across-nodes to run anyway.";
+  return text;
+}
+
+Layout resolve_layout(int world, const LayoutRequest& request, int ranks_per_node,
+                      const std::vector<int>& node_of_rank) {
   if (world < 1) throw Error(fmt::format("a grid needs at least one rank, not {}", world));
   for (int v : {request.dp, request.pp, request.tp}) {
     if (v < 0) fail(world, request, ranks_per_node, "axis sizes must be positive or 'auto'");
@@ -113,8 +159,11 @@ Layout resolve_layout(int world, const LayoutRequest& request, int ranks_per_nod
   int left = static_cast<int>(world / fixed);
   Layout out{request.dp, request.pp, request.tp};
   if (out.tp == 0) {
-    out.tp =
-        (request.dp != 0 && request.pp != 0) ? left : largest_divisor_at_most(left, ranks_per_node);
+    const auto fits = [&](int tp) {
+      return (request.heads == 0 || request.heads % tp == 0) &&
+             (node_of_rank.empty() ? ranks_per_node % tp == 0 : tp_fits_nodes(node_of_rank, tp));
+    };
+    out.tp = (request.dp != 0 && request.pp != 0) ? left : largest_divisor_that_fits(left, fits);
     left /= out.tp;
   }
   if (out.pp == 0) {

@@ -22,9 +22,10 @@ struct Layout {
 
 // What the user asked for; 0 on an axis means "auto".
 struct LayoutRequest {
-  int dp = 0; // 0: whatever the other axes leave
-  int pp = 1; // 0: 1 unless dp is fixed, then what dp and tp leave
-  int tp = 1; // 0: the largest divisor of what is left that fits on one node
+  int dp = 0;    // 0: whatever the other axes leave
+  int pp = 1;    // 0: 1 unless dp is fixed, then what dp and tp leave
+  int tp = 1;    // 0: the largest divisor of what is left whose groups stay inside nodes
+  int heads = 0; // tp = 0 chooses a divisor of it too (the model's attention heads); 0: any
 };
 
 // Parses one axis value: a positive integer or "auto" (returned as 0). Throws gridlm::Error
@@ -34,9 +35,24 @@ int parse_axis(const std::string& option, const std::string& text);
 // Every (dp, pp, tp) whose product is `world`, tp fastest-growing last.
 std::vector<Layout> all_layouts(int world);
 
-// Resolves automatic axes for `world` ranks with at most `ranks_per_node` ranks per node.
-// Throws gridlm::Error when the request cannot fit, listing layouts that would.
-Layout resolve_layout(int world, const LayoutRequest& request, int ranks_per_node);
+// Whether tensor-parallel groups of `tp` consecutive world ranks each lie on one node, where
+// rank r runs on node node_of_rank[r]: false for every tp > 1 when a launcher placed the ranks
+// round-robin over the nodes, and for a tp that does not divide a node's block of ranks.
+bool tp_fits_nodes(const std::vector<int>& node_of_rank, int tp);
+
+// Why the tensor group of ranks [first_rank, first_rank + tp) cannot run across nodes node_lo
+// to node_hi, and what to do: a layout with the same pp whose tensor groups stay inside nodes,
+// or block placement when the launcher placed consecutive ranks on different nodes.
+std::string tp_across_nodes_message(const Layout& layout, int first_rank, int node_lo, int node_hi,
+                                    const std::vector<int>& node_of_rank);
+
+// Resolves automatic axes for `world` ranks with `ranks_per_node` ranks on each node, placed in
+// blocks of consecutive ranks: an automatic tp is the largest that divides both what the other
+// axes leave and a node. `node_of_rank` (rank r's node; empty: blocks of ranks_per_node) says
+// where the ranks really are, for a job whose nodes hold different counts or a round-robin
+// placement. Throws gridlm::Error when the request cannot fit, listing layouts that would.
+Layout resolve_layout(int world, const LayoutRequest& request, int ranks_per_node,
+                      const std::vector<int>& node_of_rank = {});
 
 // Up to `limit` layouts of `world` ranks, those keeping most of the requested axes first.
 std::vector<Layout> suggest_layouts(int world, const LayoutRequest& request, int ranks_per_node,

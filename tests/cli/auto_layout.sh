@@ -2,8 +2,8 @@
 # parallel.profile: `auto` layout axes chosen by the layout planner at the start of gridlm train.
 # At 2 ranks, from a measured profile edited so that tensor parallelism is far faster (the
 # planner must choose tp 2) or far slower (dp 2, also with schedule zb-h1); then measured at
-# start-up (measure); and without a profile the fixed rules (tp fills the node) with no planner
-# line.
+# start-up (measure); and without a profile the fixed rules (tp fills the node, as far as the
+# heads divide) with no planner line.
 # Usage: auto_layout.sh MPIEXEC GRIDLM CONFIG
 set -euo pipefail
 mpiexec=$1 gridlm=$2 config=$3
@@ -46,6 +46,13 @@ expect '^done: loss' "$out/c.log"
 train >"$out/d.log"
 expect '^gridlm train: 2 ranks = dp 1 x pp 1 x tp 2' "$out/d.log" # tp fills the node
 if grep -q 'layout planner' "$out/d.log"; then echo "FAIL: planned without parallel.profile"; exit 1; fi
+# A model of one head: tp = auto fills the node only as far as the heads divide (it chose 2,
+# which the model then refused).
+train --set model.n_head=1 --dry-run >"$out/f.log"
+expect '^gridlm train: 2 ranks = dp 2 x pp 1 x tp 1' "$out/f.log"
+# A fixed axis written "02" is 2 to the planner as to the grid (no layout kept "02").
+train --set parallel.profile="$out/fast_tp.json" --set parallel.tp=02 --dry-run >"$out/g.log"
+expect 'layout planner .*: dp 1 x pp 1 x tp 2' "$out/g.log"
 grep -m1 'layout planner' "$out/a.log"
 grep -m1 'layout planner' "$out/b.log"
 echo "ok: the planner chose tp 2 and dp 2 as the profiles priced them; measure and the fixed rules train"

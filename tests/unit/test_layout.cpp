@@ -90,3 +90,48 @@ TEST(ResolveLayout, SuggestionsAreCappedAndValid) {
   for (const Layout& l : s)
     EXPECT_EQ(l.size(), 1024);
 }
+
+// An automatic tp keeps its groups inside nodes: it divides a node, not just fits in one (it
+// chose 4 for 12 ranks in nodes of 6 at pp 3, whose group of ranks 4-7 spans two nodes).
+TEST(ResolveLayout, AutoTpDividesANode) {
+  EXPECT_EQ(resolve_layout(12, {0, 3, 0}, 6), (Layout{2, 3, 2}));
+  EXPECT_EQ(resolve_layout(72, {0, 3, 0}, 36), (Layout{2, 3, 12}));
+  EXPECT_EQ(resolve_layout(72, {1, 3, 0}, 36), (Layout{1, 3, 24})) << "dp and pp fixed: tp is set";
+  // Nodes of 6 and 4 ranks: tp 5 divides 10 but its second group spans both.
+  const std::vector<int> six_and_four{0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+  EXPECT_EQ(resolve_layout(10, {0, 1, 0}, 4, six_and_four), (Layout{5, 1, 2}));
+  // Round-robin placement: no tp > 1 stays inside a node.
+  EXPECT_EQ(resolve_layout(4, {0, 1, 0}, 2, {0, 1, 0, 1}), (Layout{4, 1, 1}));
+  EXPECT_EQ(resolve_layout(4, {0, 1, 0}, 2, {0, 0, 1, 1}), (Layout{2, 1, 2}));
+}
+
+TEST(TpFitsNodes, EveryGroupOnOneNode) {
+  EXPECT_TRUE(tp_fits_nodes({0, 0, 1, 1}, 2));
+  EXPECT_TRUE(tp_fits_nodes({0, 0, 1, 1}, 1));
+  EXPECT_FALSE(tp_fits_nodes({0, 0, 1, 1}, 4));
+  EXPECT_FALSE(tp_fits_nodes({0, 0, 0, 1, 1, 1}, 2)); // ranks 2-3
+  EXPECT_FALSE(tp_fits_nodes({0, 1, 0, 1}, 2));
+  EXPECT_FALSE(tp_fits_nodes({0, 0, 0}, 2)) << "does not divide the ranks";
+}
+
+TEST(TpAcrossNodesMessage, SuggestsALayoutThatFitsAndNeverTheOneRefused) {
+  // 12 ranks in nodes of 6 at pp 3: tp 4 refused, tp 2 suggested.
+  const std::vector<int> blocks{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1};
+  const std::string msg = tp_across_nodes_message({1, 3, 4}, 4, 0, 1, blocks);
+  EXPECT_NE(msg.find("ranks 4-7 spans nodes 0 to 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ranks per node (6 here), for example --dp 2 --pp 3 --tp 2"),
+            std::string::npos)
+      << msg;
+  // Round-robin: every tp > 1 spans nodes; say how to place the ranks, suggest no tp > 1.
+  const std::string rr = tp_across_nodes_message({2, 1, 2}, 0, 0, 1, {0, 1, 0, 1});
+  EXPECT_NE(rr.find("placed consecutive ranks on different nodes"), std::string::npos) << rr;
+  EXPECT_NE(rr.find("srun -m block"), std::string::npos) << rr;
+  EXPECT_EQ(rr.find("--dp 2 --pp 1 --tp 2"), std::string::npos) << rr;
+}
+
+// tp = auto takes a divisor of the model's heads: 6 heads on nodes of 4 run at tp 2, not 4.
+TEST(ResolveLayout, AutoTpDividesTheHeads) {
+  EXPECT_EQ(resolve_layout(4, {0, 1, 0, 6}, 4), (Layout{2, 1, 2}));
+  EXPECT_EQ(resolve_layout(4, {0, 1, 0, 1}, 4), (Layout{4, 1, 1}));
+  EXPECT_EQ(resolve_layout(4, {0, 1, 0, 0}, 4), (Layout{1, 1, 4})) << "heads 0: any";
+}
