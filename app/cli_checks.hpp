@@ -52,4 +52,19 @@ inline CLI::Validator non_negative_number() {
   return number_check(true, "give a number of 0 or more");
 }
 
+// A whole number from 0 to 2^64 - 1 (a seed): CLI11 would clamp a larger one to the largest,
+// silently giving several seeds one stream.
+inline CLI::Validator unsigned_64() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool digits =
+            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        errno = 0;
+        if (digits) std::strtoull(text.c_str(), nullptr, 10);
+        if (digits && errno == 0) return "";
+        return "'" + text + "': give a whole number from 0 to 18446744073709551615";
+      },
+      "0..2^64-1");
+}
+
 } // namespace gridlm::app

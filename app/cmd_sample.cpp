@@ -18,6 +18,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/int_list.hpp"
+#include "parallel/wait_policy.hpp"
 
 namespace gridlm::app {
 namespace {
@@ -74,6 +75,9 @@ std::optional<io::Tokenizer> find_tokenizer(const SampleCommand& cmd, io::H5File
 void run(const SampleCommand& cmd) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // Rank 0 samples while the others wait for it in the error agreement: on a node with more
+  // ranks than cores they must yield the cores rather than spin on them (as train's ranks do).
+  parallel::set_job_wait_policy("auto", MPI_COMM_WORLD);
   parallel::run_agreed(MPI_COMM_WORLD, [&] {
     if (rank != 0) return;
     if (!cmd.prompt.empty() && !cmd.prompt_ids.empty()) {
@@ -82,8 +86,9 @@ void run(const SampleCommand& cmd) {
     std::vector<std::int32_t> prompt;
     if (!cmd.prompt_ids.empty()) prompt = parse_ids(cmd.prompt_ids);
     // What training would refuse (a gradients or damaged file, a checksum table cut short) is
-    // refused here too, rather than sampled from; a checkpoint's moments are not read.
-    engine::verify_model_file(cmd.weights, engine::Tensors::weights);
+    // refused here too, rather than sampled from; the weights are read once, checked and loaded
+    // (a checkpoint's moments are not read).
+    engine::Generator gpt(cmd.weights);
     io::H5File file = io::H5File::open_read(cmd.weights);
     const layers::ModelConfig m = engine::read_model_attributes(file);
     const std::optional<io::Tokenizer> tok = find_tokenizer(cmd, file);
@@ -129,7 +134,6 @@ void run(const SampleCommand& cmd) {
       options.drawable = tok->vocab_size();
       if (!cmd.past_eos) options.stop_id = tok->eos_id();
     }
-    engine::Generator gpt(m, file);
     std::printf("model: %s (%d layers, width %d, vocabulary %d, context %d%s)\n",
                 cmd.weights.c_str(), m.n_layer, m.d_model, m.vocab_size, m.seq_len,
                 tok ? ", with its tokenizer" : "");
@@ -188,7 +192,7 @@ void add_sample_command(CLI::App& app) {
       ->check(non_negative_number());
   sub->add_option("--seed", cmd->options.seed, "Seed of the draws")
       ->capture_default_str()
-      ->check(non_negative_number());
+      ->check(unsigned_64());
   sub->add_flag("--past-eos", cmd->past_eos,
                 "Go on past the end of a document (text from a tokenizer stops there)");
   sub->footer("Example: gridlm sample --weights gridlm-out/model.h5 --prompt \"The cat\" -n 50");

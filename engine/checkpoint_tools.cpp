@@ -95,7 +95,8 @@ void write_exported(const io::ParallelFile& in, const FileSummary& s, const Chec
 
 } // namespace
 
-FileSummary summarize_model_file(const std::string& path, Tensors which) {
+FileSummary summarize_model_file(const std::string& path, Tensors which,
+                                 const TensorVisitor& visit) {
   FileSummary s;
   s.path = path;
   io::ParallelFile f = io::ParallelFile::open_read(MPI_COMM_SELF, path);
@@ -123,13 +124,14 @@ FileSummary summarize_model_file(const std::string& path, Tensors which) {
     for (float x : data)
       sum += double(x) * double(x);
     t.norm = std::sqrt(sum);
+    if (visit) visit(s, t, data);
     s.tensors.push_back(std::move(t));
   }
   return s;
 }
 
-FileSummary verify_model_file(const std::string& path, Tensors which) {
-  FileSummary s = summarize_model_file(path, which);
+FileSummary verify_model_file(const std::string& path, Tensors which, const TensorVisitor& visit) {
+  FileSummary s = summarize_model_file(path, which, visit);
   std::string bad;
   for (const TensorSummary& t : s.tensors) {
     if (t.checksum != t.stored) bad += (bad.empty() ? "" : ", ") + t.name;

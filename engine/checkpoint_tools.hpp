@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,15 +34,23 @@ struct FileSummary {
 // skipped, for what reads only the weights after it).
 enum class Tensors { all, weights };
 
-// One process: every tensor (of `which`) read whole. Throws gridlm::Error naming the file when
-// it is not a gridlm-checkpoint file of a version this gridlm reads, or when its checksum table
-// leaves out a tensor the model's shape calls for (a table cut short would pass for a whole
-// file).
-FileSummary summarize_model_file(const std::string& path, Tensors which = Tensors::all);
+// What a reader does with each tensor as it is read: the file's summary so far (its root
+// attributes and model shape are in), the tensor's, and its data (row-major, whole).
+using TensorVisitor =
+    std::function<void(const FileSummary&, const TensorSummary&, const std::vector<float>&)>;
+
+// One process: every tensor (of `which`) read whole, once, and shown to `visit` when given.
+// Throws gridlm::Error naming the file when it is not a gridlm-checkpoint file of a version this
+// gridlm reads, or when its checksum table leaves out a tensor the model's shape calls for (a
+// table cut short would pass for a whole file).
+FileSummary summarize_model_file(const std::string& path, Tensors which = Tensors::all,
+                                 const TensorVisitor& visit = {});
 
 // summarize_model_file, then an error naming every tensor whose data does not match its
-// checksum (`gridlm checkpoint verify`, and `gridlm sample` for the weights it reads).
-FileSummary verify_model_file(const std::string& path, Tensors which = Tensors::all);
+// checksum (`gridlm checkpoint verify`, and `gridlm sample`, whose visitor loads the weights
+// from the same read).
+FileSummary verify_model_file(const std::string& path, Tensors which = Tensors::all,
+                              const TensorVisitor& visit = {});
 
 // One process: the serialized tokenizer stored in `path` (a checkpoint or a weights file), or ""
 // when it holds none (a run on synthetic data).

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/checkpoint_tools.hpp"
 #include "engine/weights_file.hpp"
 #include "layers/gpt.hpp"
 #include "parallel/diagnostics.hpp"
@@ -76,23 +77,22 @@ std::vector<std::int32_t> generate(layers::GPT& gpt, const std::vector<std::int3
     }
   }
   const auto t = static_cast<std::size_t>(T);
-  std::vector<std::int32_t> context = prompt, out, window(t), targets(t, 0);
-  std::vector<float> logits(t * static_cast<std::size_t>(V));
+  std::vector<std::int32_t> context = prompt, out, window(t);
+  std::vector<float> logits(static_cast<std::size_t>(V)); // [V] at the context's last token
   Uniform uniform(o.seed);
   for (int n = 0; n < o.tokens; ++n) {
     // The last T tokens; positions after them are padding the causal mask keeps out.
     const std::size_t len = std::min(context.size(), std::size_t(T));
     std::fill(window.begin(), window.end(), 0);
     std::copy(context.end() - std::ptrdiff_t(len), context.end(), window.begin());
-    gpt.forward(window.data(), targets.data(), 1, T, logits.data());
-    const auto row = logits.begin() + std::ptrdiff_t((len - 1) * std::size_t(V));
-    if (!std::all_of(row, row + V, [](float x) { return std::isfinite(x); })) {
+    gpt.next_token_logits(window.data(), int(len) - 1, logits.data());
+    if (!std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); })) {
       throw Error(fmt::format("the model's logits for token {} are not finite (NaN or inf): its "
                               "weights diverged or are damaged; sample from a checkpoint saved "
                               "before the loss diverged",
                               n + 1));
     }
-    const std::int32_t next = pick_token(std::vector<float>(row, row + V), o, uniform.next());
+    const std::int32_t next = pick_token(logits, o, uniform.next());
     context.push_back(next);
     out.push_back(next);
     if (emit) emit(next);
@@ -101,9 +101,25 @@ std::vector<std::int32_t> generate(layers::GPT& gpt, const std::vector<std::int3
   return out;
 }
 
-Generator::Generator(const layers::ModelConfig& model, io::H5File& weights)
-    : gpt_(std::make_unique<layers::GPT>(model, 1, model.seq_len)) {
-  load_weights(*gpt_, weights);
+Generator::Generator(const std::string& path) {
+  Kokkos::View<float*>::HostMirror host; // the parameters (on a CPU, themselves) as read
+  std::size_t placed = 0;
+  verify_model_file(
+      path, Tensors::weights,
+      [&](const FileSummary& file, const TensorSummary& t, const std::vector<float>& data) {
+        if (!gpt_) {
+          gpt_ = layers::GPT::for_sampling(file.model);
+          host = Kokkos::create_mirror_view(gpt_->params());
+        }
+        placed += place_weight(*gpt_, host.data(), t.name,
+                               std::vector<std::int64_t>(t.shape.begin(), t.shape.end()),
+                               data.data(), path);
+      });
+  if (!gpt_ || placed != gpt_->table().params.size()) {
+    throw Error(fmt::format("'{}' holds {} of the model's {} weight tensors", path, placed,
+                            gpt_ ? gpt_->table().params.size() : std::size_t(0)));
+  }
+  Kokkos::deep_copy(gpt_->params(), host);
 }
 
 Generator::~Generator() = default;

@@ -40,8 +40,10 @@ std::vector<std::int32_t> generate(layers::GPT& gpt, const std::vector<std::int3
 // is host code, compiled without the device compiler).
 class Generator {
 public:
-  // Throws gridlm::Error naming the file and tensor that is missing or of another shape.
-  Generator(const layers::ModelConfig& model, io::H5File& weights);
+  // The model of the weights or checkpoint file at `path`, its weights read once and checked
+  // against their checksums (verify_model_file). Throws gridlm::Error naming the file, and the
+  // tensors that are damaged, missing or of another shape.
+  explicit Generator(const std::string& path);
   ~Generator();
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;

@@ -40,28 +40,48 @@ layers::ModelConfig read_model_attributes(io::H5File& f) {
   return m;
 }
 
+namespace {
+
+// Shard `p` of this rank in `host` from the whole tensor `global` (of `shape`).
+void place(const layers::GPT& gpt, float* host, const layers::ParamInfo& p,
+           const std::vector<std::int64_t>& shape, const float* global, const std::string& path) {
+  if (shape != p.shape) {
+    throw Error(fmt::format("'{}': tensor {} has shape [{}], the model needs [{}]; the "
+                            "file was written for another model",
+                            path, p.name, fmt::join(shape, ", "), fmt::join(p.shape, ", ")));
+  }
+  for (std::size_t i = 0; i < p.size; ++i) {
+    const std::int64_t g = layers::global_index(p, i, gpt.table().tp_rank);
+    host[p.offset + i] = g < 0 ? 0.0f : global[std::size_t(g)];
+  }
+}
+
+} // namespace
+
 void load_weights(layers::GPT& gpt, io::H5File& f) {
-  const layers::ParamTable& t = gpt.table();
   auto host = Kokkos::create_mirror_view(gpt.params());
-  for (const layers::ParamInfo& p : t.params) {
+  for (const layers::ParamInfo& p : gpt.table().params) {
     // A head-only stage with tied embeddings holds wte under its own name: the file's wte.
     const std::vector<std::int64_t> shape = f.shape(p.name);
-    if (shape != p.shape) {
-      throw Error(fmt::format("'{}': tensor {} has shape [{}], the model needs [{}]; the "
-                              "file was written for another model",
-                              f.path(), p.name, fmt::join(shape, ", "), fmt::join(p.shape, ", ")));
-    }
     std::size_t n = 1;
     for (auto d : shape)
       n *= std::size_t(d);
     std::vector<float> global(n);
     f.read(p.name, global.data(), n);
-    for (std::size_t i = 0; i < p.size; ++i) {
-      const std::int64_t g = layers::global_index(p, i, t.tp_rank);
-      host(p.offset + i) = g < 0 ? 0.0f : global[std::size_t(g)];
-    }
+    place(gpt, host.data(), p, shape, global.data(), f.path());
   }
   Kokkos::deep_copy(gpt.params(), host);
+}
+
+std::size_t place_weight(const layers::GPT& gpt, float* host, const std::string& name,
+                         const std::vector<std::int64_t>& shape, const float* global,
+                         const std::string& path) {
+  for (const layers::ParamInfo& p : gpt.table().params) {
+    if (p.name != name) continue;
+    place(gpt, host, p, shape, global, path);
+    return 1;
+  }
+  return 0;
 }
 
 } // namespace gridlm::engine

@@ -26,4 +26,11 @@ layers::ModelConfig read_model_attributes(io::H5File& f);
 // tensor that is missing or has another shape.
 void load_weights(layers::GPT& gpt, io::H5File& f);
 
+// Tensor `name` of the file at `path`, read whole (`global`, of `shape`), into this rank's shard
+// of it in `host` (gpt's parameters in host memory). Returns 1, or 0 when the model has no
+// tensor of that name. Throws gridlm::Error naming the file and tensor when its shape differs.
+std::size_t place_weight(const layers::GPT& gpt, float* host, const std::string& name,
+                         const std::vector<std::int64_t>& shape, const float* global,
+                         const std::string& path);
+
 } // namespace gridlm::engine

@@ -19,33 +19,6 @@
 namespace gridlm::layers {
 namespace {
 
-// Hands out consecutive slices of one allocation; sizes are counted in a first pass.
-class Carver {
-public:
-  explicit Carver(float* base) : base_(base) {}
-  float* take(std::size_t n) {
-    float* p = base_ ? base_ + used_ : nullptr;
-    used_ += n;
-    return p;
-  }
-  std::size_t used() const { return used_; }
-
-private:
-  float* base_;
-  std::size_t used_ = 0;
-};
-
-void check_config(const ModelConfig& m) {
-  if (m.n_head <= 0 || m.d_model % m.n_head != 0) {
-    throw Error(fmt::format("model.d_model = {} is not divisible by model.n_head = {}; choose a "
-                            "width that is a multiple of the head count",
-                            m.d_model, m.n_head));
-  }
-  if (m.vocab_size <= 0 || m.seq_len <= 0 || m.n_layer <= 0 || m.d_model <= 0) {
-    throw Error("model.vocab_size, seq_len, n_layer and d_model must all be positive");
-  }
-}
-
 // out[N,C] += bias[C] + residual[N,C]: after a row-parallel layer's all-reduce.
 void add_bias_residual(float* out, const float* bias, const float* residual, long N, int C) {
   for_each_element(
@@ -53,142 +26,20 @@ void add_bias_residual(float* out, const float* bias, const float* residual, lon
       KOKKOS_LAMBDA(long n, long i) { out[n * C + i] += bias[i] + residual[n * C + i]; });
 }
 
+using HostTokens =
+    Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// Token or target ids [N] must lie in the vocabulary of V.
+void check_ids(const std::int32_t* ids, long N, int V, const char* what) {
+  for (long i = 0; i < N; ++i) {
+    if (ids[i] < 0 || ids[i] >= V) {
+      throw Error(fmt::format("{} id {} at position {} is outside the vocabulary of {}", what,
+                              ids[i], i, V));
+    }
+  }
+}
+
 } // namespace
-
-GPT::GPT(const ModelConfig& config, int B, int T, const StageSpec& stage, parallel::Comm* tp,
-         int slots, Backward backward, Precision precision)
-    : GPT(PlanOnly{}, config, B, T, stage, tp ? tp->rank() : 0, tp ? tp->size() : 1, slots,
-          backward, precision) {
-  tp_ = tp;
-  params_ = Kokkos::View<float*>("layers::GPT::params", table_.total);
-  grads_ = Kokkos::View<float*>("layers::GPT::grads", table_.total);
-  for (Slot& sl : slots_) {
-    sl.tokens = Kokkos::View<std::int32_t*>("layers::GPT::tokens", std::size_t(B) * T);
-    sl.targets = Kokkos::View<std::int32_t*>("layers::GPT::targets", std::size_t(B) * T);
-    if (!host_teams && stage_.embedding) {
-      sl.token_links =
-          Kokkos::View<std::int32_t*>("layers::GPT::token_links", 2 * std::size_t(B) * T);
-    }
-  }
-  plan_buffers(true);
-  if constexpr (!host_teams) plan_norm_chunks();
-  boundary_pool_ = BufferPool::create("layers::GPT::boundary", boundary_size());
-}
-
-MemoryReport GPT::planned_memory(const ModelConfig& config, int B, int T, const StageSpec& stage,
-                                 int tp_size, int slots, Backward backward, Precision precision) {
-  return GPT(PlanOnly{}, config, B, T, stage, 0, tp_size, slots, backward, precision).memory();
-}
-
-GPT::GPT(PlanOnly, const ModelConfig& config, int B, int T, const StageSpec& stage, int tp_rank,
-         int tp_size, int slots, Backward backward, Precision precision)
-    : config_(config), stage_(stage), tp_size_(tp_size), split_(backward == Backward::split),
-      precision_(precision), B_(B), T_(T) {
-  if (slots < 1)
-    throw Error(fmt::format("a model needs at least one activation slot, not {}", slots));
-  check_config(config);
-  if (B <= 0 || T <= 0 || T > config.seq_len) {
-    throw Error(fmt::format("micro-batch of {} x {} tokens: need at least 1 x 1 and at most "
-                            "model.seq_len = {} tokens per sequence",
-                            B, T, config.seq_len));
-  }
-  table_ = make_param_table(config, stage, tp_rank, tp_size_);
-  if (stage_.last_block < 0) stage_.last_block = config.n_layer;
-  slots_.resize(slots);
-  plan_buffers(false);
-}
-
-// Every slot's activations and the backward's scratch, each one allocation carved into the
-// buffers the kernels use (`carve`; else only counted).
-void GPT::plan_buffers(bool carve) {
-  // Local widths: this rank's heads, MLP columns and vocabulary rows.
-  const std::size_t N = std::size_t(B_) * T_, C = config_.d_model, Cl = C / tp_size_,
-                    V = table_.vocab_local, NH = config_.n_head / tp_size_,
-                    L = table_.blocks.size();
-  // Two passes: count, allocate, then hand out pointers.
-  for (int pass = 0; pass < (carve ? 2 : 1); ++pass) {
-    Carver a(pass == 0 ? nullptr : acts_.data());
-    for (Slot& sl : slots_) {
-      sl.encoded = a.take(N * C);
-      sl.blocks.assign(L, BlockActs{});
-      for (BlockActs& b : sl.blocks) {
-        b.ln1 = a.take(N * C);
-        b.ln1_mean = a.take(N);
-        b.ln1_rstd = a.take(N);
-        b.qkv = a.take(N * 3 * Cl);
-        b.attn.q = a.take(N * Cl);
-        b.attn.k = a.take(N * Cl);
-        b.attn.v = a.take(N * Cl);
-        b.attn.att = a.take(std::size_t(B_) * NH * attention_scores_per_head(T_));
-        b.atty = a.take(N * Cl);
-        b.res2 = a.take(N * C);
-        b.ln2 = a.take(N * C);
-        b.ln2_mean = a.take(N);
-        b.ln2_rstd = a.take(N);
-        b.fch = a.take(N * 4 * Cl);
-        b.fch_gelu = a.take(N * 4 * Cl);
-        b.res3 = a.take(N * C);
-        if (split_) {
-          b.d_res3 = a.take(N * C);
-          b.d_fch = a.take(N * 4 * Cl);
-          b.d_res2 = a.take(N * C);
-          b.d_qkv = a.take(N * 3 * Cl);
-        }
-      }
-      if (stage_.head) {
-        sl.lnf = a.take(N * C);
-        sl.lnf_mean = a.take(N);
-        sl.lnf_rstd = a.take(N);
-        sl.logits = a.take(N * V);
-        sl.losses = a.take(N);
-        sl.ce_scratch = a.take(3 * N);
-      }
-    }
-
-    Carver s(pass == 0 ? nullptr : scratch_.data());
-    d_res_ = s.take(N * C);
-    d_ln_ = s.take(N * C);
-    d_qkv_ = s.take(N * 3 * Cl);
-    d_atty_ = s.take(N * Cl);
-    d_fch_ = s.take(N * 4 * Cl);
-    d_fchg_ = s.take(N * 4 * Cl);
-    attn_scratch_.yh = s.take(N * Cl);
-    attn_scratch_.heads_at_once = attention_heads_per_launch(long(B_) * long(NH));
-    attn_scratch_.datt =
-        s.take(std::size_t(attn_scratch_.heads_at_once) * std::size_t(attention_block) * T_);
-    attn_scratch_.dq = s.take(N * Cl);
-    attn_scratch_.dk = s.take(N * Cl);
-    attn_scratch_.dv = s.take(N * Cl);
-    if (precision_ == Precision::bf16) {
-      weight_bf16_ = s.take(std::max(4 * Cl * C, stage_.head ? V * C : 0));
-      d_res_bf16_ = s.take(N * C);
-    }
-    if (pass == 0) {
-      acts_floats_ = a.used();
-      scratch_floats_ = s.used();
-    }
-    if (pass == 0 && carve) {
-      acts_ = Kokkos::View<float*>("layers::GPT::activations", a.used());
-      scratch_ = Kokkos::View<float*>("layers::GPT::scratch", s.used());
-    }
-  }
-}
-
-void GPT::plan_norm_chunks() {
-  constexpr long chunk = 1024;
-  std::vector<long> bounds;
-  for (std::size_t i = 0; i < table_.params.size(); ++i) {
-    const ParamInfo& p = table_.params[i];
-    if (!counts_in_norm(int(i))) continue;
-    for (long b = long(p.offset); b < long(p.offset + p.size); b += chunk)
-      bounds.insert(bounds.end(), {b, std::min(b + chunk, long(p.offset + p.size))});
-  }
-  norm_chunks_ = Kokkos::View<long*>("layers::GPT::norm_chunks", bounds.size());
-  Kokkos::deep_copy(
-      norm_chunks_,
-      Kokkos::View<const long*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-          bounds.data(), bounds.size()));
-}
 
 void GPT::check_shape(int B, int T) const {
   if (B != B_ || T != T_) {
@@ -226,30 +77,14 @@ GPT::Slot& GPT::slot_at(int slot) {
   return slots_[std::size_t(slot)];
 }
 
-double GPT::forward_stage(const std::int32_t* tokens, const float* input,
-                          const std::int32_t* targets, int B, int T, float* logits_out, int slot) {
+const float* GPT::forward_trunk(Slot& sl, const std::int32_t* tokens, const float* input, int B,
+                                int T) {
   check_shape(B, T);
-  Slot& sl = slot_at(slot);
-  if (sl.pending_weights) {
-    throw Error(fmt::format("activation slot {} still holds a micro-batch whose weight "
-                            "gradients (backward_weights) are not done",
-                            slot));
-  }
   const int C = config_.d_model, V = config_.vocab_size;
   const long N = long(B) * T, Vl = table_.vocab_local;
-  using HostTokens =
-      Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  auto check_ids = [&](const std::int32_t* ids, const char* what) {
-    for (long i = 0; i < N; ++i) {
-      if (ids[i] < 0 || ids[i] >= V) {
-        throw Error(fmt::format("{} id {} at position {} is outside the vocabulary of {}", what,
-                                ids[i], i, V));
-      }
-    }
-  };
   const ParamTable& t = table_;
   if (stage_.embedding) {
-    check_ids(tokens, "token");
+    check_ids(tokens, N, V, "token");
     params_needed({t.wte, t.wpe});
     if (sl.token_links.size() > 0) {
       // The embedding's backward on a GPU walks each token's positions (encoder.hpp); made
@@ -272,8 +107,23 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
     residual = sl.blocks[l].res3;
   }
   sl.have_forward = true;
+  return residual;
+}
+
+double GPT::forward_stage(const std::int32_t* tokens, const float* input,
+                          const std::int32_t* targets, int B, int T, float* logits_out, int slot) {
+  Slot& sl = slot_at(slot);
+  if (sl.pending_weights) {
+    throw Error(fmt::format("activation slot {} still holds a micro-batch whose weight "
+                            "gradients (backward_weights) are not done",
+                            slot));
+  }
+  const float* residual = forward_trunk(sl, tokens, input, B, T);
   if (!stage_.head) return 0.0;
-  check_ids(targets, "target");
+  const int C = config_.d_model, V = config_.vocab_size;
+  const long N = long(B) * T, Vl = table_.vocab_local;
+  const ParamTable& t = table_;
+  check_ids(targets, N, V, "target");
   Kokkos::deep_copy(sl.targets, HostTokens(targets, N));
   params_needed({t.lnf_w, t.lnf_b, t.lm_head});
   layernorm_forward(sl.lnf, sl.lnf_mean, sl.lnf_rstd, residual, param(t.lnf_w), param(t.lnf_b), N,
@@ -295,6 +145,37 @@ double GPT::forward_stage(const std::int32_t* tokens, const float* input,
   }
   return crossentropy_forward(sl.logits, sl.losses, sl.ce_scratch, sl.targets.data(), N,
                               vocab_slice());
+}
+
+void GPT::next_token_logits(const std::int32_t* tokens, int position, float* logits_out) {
+  if (!stage_.embedding || !stage_.head || tp_size_ != 1 || B_ != 1) {
+    throw Error("GPT::next_token_logits needs the whole, unsplit model planned for one sequence");
+  }
+  if (position < 0 || position >= T_) {
+    throw Error(fmt::format("position {} is outside the sequence of {}", position, T_));
+  }
+  Slot& sl = slot_at(0);
+  if (sl.pending_weights) {
+    throw Error("activation slot 0 still holds a micro-batch whose weight gradients are not done");
+  }
+  const int C = config_.d_model, V = config_.vocab_size;
+  const long Vl = table_.vocab_local;
+  const ParamTable& t = table_;
+  const float* residual = forward_trunk(sl, tokens, nullptr, 1, T_) + long(position) * C;
+  // The head of one row: the final LayerNorm and the logits of `position` alone, no loss. The
+  // head over every row was most of a token's time for a large vocabulary, and no one read it.
+  params_needed({t.lnf_w, t.lnf_b, t.lm_head});
+  layernorm_forward(sl.lnf, sl.lnf_mean, sl.lnf_rstd, residual, param(t.lnf_w), param(t.lnf_b), 1,
+                    C);
+  stored_operand(sl.lnf, C);
+  linear_forward(sl.logits, sl.lnf, weight(t.lm_head), nullptr, 1, C, int(Vl), precision_);
+  sl.have_forward = false; // the slot holds no whole forward that a backward could use
+  const Kokkos::View<float*, Kokkos::MemoryTraits<Kokkos::Unmanaged>> row(sl.logits,
+                                                                          std::size_t(V));
+  Kokkos::deep_copy(
+      Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          logits_out, std::size_t(V)),
+      row);
 }
 
 void GPT::block_forward(BlockActs& a, const BlockParams& p, const float* residual) {
@@ -572,17 +453,6 @@ std::vector<Span<const float>> GPT::product_operands(int slot) const {
     if (sl.pending_weights) add(sl.logits, N * table_.vocab_local);
   }
   return out;
-}
-
-MemoryReport GPT::memory() const {
-  MemoryReport r;
-  r.weights = table_.total * sizeof(float);
-  r.gradients = table_.total * sizeof(float);
-  // Tokens and targets, and on a GPU the embedding's token chains (two more), per slot.
-  const std::size_t ids = !host_teams && stage_.embedding ? 4 : 2;
-  r.activations = (acts_floats_ + scratch_floats_) * sizeof(float) +
-                  slots_.size() * ids * std::size_t(B_) * T_ * sizeof(std::int32_t);
-  return r;
 }
 
 } // namespace gridlm::layers

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 
 #include "layers/attention.hpp"
 #include "layers/buffer_pool.hpp"
@@ -55,6 +56,10 @@ public:
       parallel::Comm* tp = nullptr, int slots = 1, Backward backward = Backward::fused,
       Precision precision = Precision::fp32);
 
+  // The whole model for sampling (next_token_logits): one sequence of seq_len tokens, fp32,
+  // without gradients, its parameters uninitialised until the caller loads them.
+  static std::unique_ptr<GPT> for_sampling(const ModelConfig& config);
+
   const ModelConfig& config() const { return config_; }
   Precision precision() const { return precision_; }
   const ParamTable& table() const { return table_; }
@@ -75,6 +80,9 @@ public:
   // targets. When logits_out is given, the logits [B,T,V] are copied there first.
   double forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                  float* logits_out = nullptr);
+  // The logits [V] that the tokens [T] (one sequence, of the T the model was planned for) give
+  // at `position`: the forward, then the head of that one row, without a loss (sampling).
+  void next_token_logits(const std::int32_t* tokens, int position, float* logits_out);
   // One stage: `tokens` [B,T] when it holds the embedding, else `input` [B,T,C], the previous
   // stage's output. With the head, returns the mean loss against `targets`; without, returns
   // 0 and output() holds the activations [B,T,C] for the next stage.
@@ -181,6 +189,9 @@ private:
   struct PlanOnly {};
   GPT(PlanOnly, const ModelConfig& config, int B, int T, const StageSpec& stage, int tp_rank,
       int tp_size, int slots, Backward backward, Precision precision);
+  // The parameters, zeroed (or left to load, without `training`), the gradients when
+  // `training`, the slots' ids and the carved buffers.
+  void allocate(bool training);
   Slot& slot_at(int slot);
   void check_shape(int B, int T) const;
   // Backward::split defers the weight gradients to backward_weights().
@@ -202,6 +213,10 @@ private:
   // The residual gradient d_res_ as a product reads it: in bf16 rounded into d_res_bf16_, since
   // the backward goes on adding to d_res_ itself.
   const float* residual_grad_operand();
+  // The embedding (or `input`) and the blocks of a micro-batch into `sl`; returns the last
+  // block's output [B*T, C].
+  const float* forward_trunk(Slot& sl, const std::int32_t* tokens, const float* input, int B,
+                             int T);
   // One block's forward for the micro-batch of its activations `a`, from `residual` [N, C].
   void block_forward(BlockActs& a, const BlockParams& p, const float* residual);
 

@@ -1,7 +1,8 @@
 // The whole training path on one rank learns the synthetic Markov language: within a bounded
 // number of steps the loss falls well below the unigram entropy (what a model that ignores
 // context reaches) towards the chain's entropy rate; and text sampled from the weights file it
-// writes follows the chain: most drawn tokens are one of the four successors of the previous.
+// writes follows the chain: most drawn tokens are one of the four successors of the previous;
+// the command line's Generator, reading the same file, draws the same tokens.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -70,5 +71,11 @@ TEST(Train, LearnsTheSyntheticLanguage) {
   }
   // A uniform draw would follow 4 / 64 of the time; the chain itself always.
   EXPECT_GT(follows, 160) << follows << " of 200 drawn tokens follow the chain";
+  // The command line's Generator (its weights read once, checked against their checksums, into a
+  // model without gradients) draws what the model itself draws, seed for seed.
+  engine::Generator generator(c.output.dir + "/model.h5");
+  EXPECT_EQ(generator.generate({5}, o), drawn);
+  o.seed = 6;
+  EXPECT_EQ(generator.generate({5}, o), engine::generate(gpt, {5}, o));
   std::filesystem::remove_all(c.output.dir);
 }

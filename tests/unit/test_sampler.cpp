@@ -1,8 +1,8 @@
 // Sampling and weights files: the draw honours temperature, top-k and the drawable ids (a
 // vocabulary padded past its tokenizer), generation stops at the stop id and refuses logits
-// that are not finite; a weights file written
-// from a model loads back bit for bit (and into the command line's Generator, which draws what
-// the model draws), and a file for another model is refused by name.
+// that are not finite; a weights file written from a model loads back bit for bit, and a file
+// for another model is refused by name (the command line's Generator, which reads a real model
+// file, is tested by test_train_learns).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -78,16 +78,6 @@ TEST(WeightsFile, RoundTripAndRefusals) {
   for (std::size_t i = 0; i < read.size(); ++i) {
     ASSERT_EQ(wrote[i], read[i]) << "element " << i;
   }
-  // The command line's Generator loads the same file and draws what the model itself draws.
-  engine::SampleOptions o;
-  o.tokens = 12;
-  o.seed = 5;
-  engine::Generator generator(back, f);
-  const std::vector<std::int32_t> prompt{3, 1, 4};
-  const std::vector<std::int32_t> drawn = engine::generate(b, prompt, o);
-  EXPECT_EQ(generator.generate(prompt, o), drawn);
-  o.seed = 6;
-  EXPECT_EQ(generator.generate(prompt, o), engine::generate(b, prompt, o));
   m.d_model = 32;
   layers::GPT wider(m, 1, 8);
   try {
@@ -143,5 +133,30 @@ TEST(Sampler, GenerationStopsAtTheStopIdAndRefusesNonFiniteLogits) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("logits for token 1 are not finite"), std::string::npos)
         << e.what();
+  }
+}
+
+// The sampler's head of one row gives the logits that the whole forward gives at that row (the
+// head over every row and a loss against dummy targets were most of a token's time), in fp32
+// and bf16, at every position of the window.
+TEST(Sampler, TheLogitsOfOneRowAreTheForwardsRow) {
+  for (const layers::Precision precision : {layers::Precision::fp32, layers::Precision::bf16}) {
+    const layers::ModelConfig m = small_model(1);
+    const int T = 8, V = m.vocab_size;
+    layers::GPT gpt(m, 1, T, layers::StageSpec{}, nullptr, 1, layers::Backward::fused, precision);
+    layers::init_parameters(gpt.params(), gpt.table(), 5);
+    const std::vector<std::int32_t> tokens{3, 1, 4, 1, 5, 9, 2, 6}, targets(8, 0);
+    std::vector<float> all(std::size_t(T) * std::size_t(V));
+    std::vector<float> row(static_cast<std::size_t>(V));
+    gpt.forward(tokens.data(), targets.data(), 1, T, all.data());
+    for (int p = 0; p < T; ++p) {
+      gpt.next_token_logits(tokens.data(), p, row.data());
+      for (int v = 0; v < V; ++v) {
+        const float want = all[std::size_t(p) * std::size_t(V) + std::size_t(v)];
+        ASSERT_NEAR(row[std::size_t(v)], want, 1e-5f * (1.0f + std::fabs(want)))
+            << "position " << p << ", id " << v;
+      }
+    }
+    EXPECT_THROW(gpt.next_token_logits(tokens.data(), T, row.data()), Error);
   }
 }
