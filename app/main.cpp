@@ -55,10 +55,11 @@ namespace {
 std::string version_text() {
   namespace b = gridlm::build;
   return fmt::format("gridlm {} ({} build, {})\n  MPI:    {}\n  HDF5:   {} (parallel)\n"
-                     "  Kokkos: {}\n  BLAS:   {}\n  CUDA:   {}\n  NCCL:   {}",
+                     "  Kokkos: {}\n  BLAS:   {} ({} thread{} a rank)\n  CUDA:   {}\n  NCCL:   {}",
                      b::version, b::build_type, b::compiler,
                      gridlm::parallel::mpi_library_version(), b::hdf5_version,
                      gridlm::layers::kokkos_description(), gridlm::layers::blas_library_path(),
+                     gridlm::layers::blas_threads(), gridlm::layers::blas_threads() == 1 ? "" : "s",
                      b::cuda ? "enabled" : "disabled", b::nccl ? "enabled" : "disabled");
 }
 

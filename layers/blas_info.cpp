@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -26,6 +27,23 @@ bool is_reference_blas(const std::string& path) {
   for (const char* fast : {"openblas", "blis", "mkl", "atlas", "armpl", "cray"}) {
     if (path.find(fast) != std::string::npos) return false;
   }
+  return true;
+}
+
+int blas_threads() {
+  using Get = int (*)();
+  const auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return get != nullptr ? std::max(1, get()) : 1;
+}
+
+bool default_blas_threads(int threads) {
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    if (std::getenv(name) != nullptr) return false;
+  }
+  using Set = void (*)(int);
+  const auto set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set == nullptr) return false;
+  set(std::max(1, threads));
   return true;
 }
 

@@ -5,12 +5,26 @@
 
 #include <fmt/format.h>
 
+#include "layers/blas_info.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
 namespace gridlm::layers {
+namespace {
+
+// The host threads Kokkos computes with (1 when it computes on a device).
+int kokkos_threads() {
+  if (!std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>::value) {
+    return 1;
+  }
+  // An instance call: concurrency() is static in Kokkos 3 and a member in Kokkos 4.
+  return std::max(1, int(Kokkos::DefaultHostExecutionSpace().concurrency()));
+}
+
+} // namespace
 
 KokkosRuntime::KokkosRuntime(int& argc, char** argv) {
   if (Kokkos::is_initialized()) return;
@@ -21,6 +35,8 @@ KokkosRuntime::KokkosRuntime(int& argc, char** argv) {
     (std::strncmp(argv[i], "--kokkos-", 9) == 0 ? mine : rest).push_back(argv[i]);
   int n = int(mine.size());
   Kokkos::initialize(n, mine.data());
+  // A rank's BLAS threads as many as its Kokkos ones, unless the environment says otherwise.
+  default_blas_threads(kokkos_threads());
   argc = int(rest.size());
   std::copy(rest.begin(), rest.end(), argv);
   argv[argc] = nullptr;
@@ -37,11 +53,8 @@ std::string kokkos_description() {
 }
 
 int compute_threads_per_rank() {
-  if (!std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>::value) {
-    return 1;
-  }
-  // An instance call: concurrency() is static in Kokkos 3 and a member in Kokkos 4.
-  return std::max(1, int(Kokkos::DefaultHostExecutionSpace().concurrency()));
+  // Kokkos' loops and the BLAS's products take turns, each with its own threads.
+  return std::max(kokkos_threads(), blas_threads());
 }
 
 } // namespace gridlm::layers

@@ -17,8 +17,8 @@ public:
 // "Kokkos 3.4.1, execution space Serial"
 std::string kokkos_description();
 
-// The cores one rank computes on: its host threads when kernels run on the host (OpenMP, Serial:
-// 1), 1 when they run on a device (the host thread only launches them).
+// The cores one rank computes on: the more of its Kokkos host threads (OpenMP; Serial 1; 1 when
+// kernels run on a device, whose host thread only launches them) and its BLAS threads.
 int compute_threads_per_rank();
 
 } // namespace gridlm::layers
