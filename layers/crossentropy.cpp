@@ -2,6 +2,7 @@
 #include "layers/crossentropy.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "layers/fast_math.hpp"
@@ -31,12 +32,19 @@ double crossentropy_forward(float* logits_to_exps, float* losses, float* scratch
         Kokkos::single(Kokkos::PerTeam(team), [&] { mx[n] = m; });
       });
   const bool grouped = slice.group != nullptr && slice.group->size() > 1;
-  // The kernels must be done before an MPI group reads their output (GPT::tp_sum says why).
-  const auto done = [] { Kokkos::DefaultExecutionSpace().fence(); };
-  if (grouped) {
-    done();
-    slice.group->all_reduce(Span<float>(mx, std::size_t(N)), parallel::ReduceOp::max);
-  }
+  // The kernels must be done before an MPI group reads their output (GPT::tp_sum says why);
+  // then the all-reduce is timed as the model's other tensor-parallel ones are: the first
+  // place the ranks wait for each other after the head's product.
+  const auto all_reduce = [&](Span<float> data, parallel::ReduceOp op) {
+    Kokkos::DefaultExecutionSpace().fence();
+    const auto t0 = std::chrono::steady_clock::now();
+    slice.group->all_reduce(data, op);
+    if (slice.comm_seconds != nullptr) {
+      *slice.comm_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  };
+  if (grouped) all_reduce(Span<float>(mx, std::size_t(N)), parallel::ReduceOp::max);
   for_each_row(
       "layers::CrossEntropy::local_sum", N, KOKKOS_LAMBDA(const Team& team) {
         const long n = team.league_rank();
@@ -53,10 +61,7 @@ double crossentropy_forward(float* logits_to_exps, float* losses, float* scratch
           sum_t[N + n] = target_logit;
         });
       });
-  if (grouped) {
-    done();
-    slice.group->all_reduce(Span<float>(sum_t, std::size_t(2 * N)));
-  }
+  if (grouped) all_reduce(Span<float>(sum_t, std::size_t(2 * N)), parallel::ReduceOp::sum);
   // log-sum-exp form: exact even when the target's probability underflows. The exponentials
   // stay unnormalised: the backward scales them, one pass over the logits instead of two.
   for_each(

@@ -21,6 +21,7 @@ struct VocabSlice {
   long local = 0;                  // columns held (padding included)
   long vocab_size = 0;             // real vocabulary size: columns at or past it are padding
   parallel::Comm* group = nullptr; // tensor-parallel group, or null for the whole vocabulary
+  double* comm_seconds = nullptr;  // when given, the group's all-reduces add their seconds
 };
 
 // In place: logits[N, slice.local] become their exponentials exp(logit - row max), unnormalised

@@ -332,9 +332,9 @@ void GPT::grads_done_from(int index) const {
   if (grads_done_) grads_done_(table_.params[std::size_t(index)].offset);
 }
 
-VocabSlice GPT::vocab_slice() const {
+VocabSlice GPT::vocab_slice() {
   return VocabSlice{table_.vocab_begin, table_.vocab_local, config_.vocab_size,
-                    tp_size_ > 1 ? tp_ : nullptr};
+                    tp_size_ > 1 ? tp_ : nullptr, &comm_seconds_};
 }
 
 void GPT::tp_sum(float* data, long n) {

@@ -203,7 +203,7 @@ private:
   void grads_done_from(int index) const;
   // Tells the hook that the forward is about to read parameters `indices`.
   void params_needed(std::initializer_list<int> indices) const;
-  VocabSlice vocab_slice() const;
+  VocabSlice vocab_slice(); // its all-reduces timed into comm_seconds_
   // Parameter `index` as a matrix product reads it: itself in fp32; in bf16 its rounding, in a
   // scratch that the next call overwrites.
   const float* weight(int index);

@@ -2,7 +2,8 @@
 // loss and every gradient, gathered to its global shape by name, equal a tp = 1 model's on the
 // same batch, after one step and after 20 AdamW steps; replicated parameters get identical
 // gradients on every tensor-parallel rank. The vocabulary (61) is not a multiple of tp, so the
-// padding path runs too. Registered at 2 and 4 ranks.
+// padding path runs too; the loss's all-reduces are timed with the model's. Registered at 2
+// and 4 ranks.
 //
 // Tolerances (ref = the tp = 1 value; only the order of floating-point sums differs):
 //   step 1: loss |d| <= 1e-5 |ref|; gradients max|d| <= 1e-4 max|ref| + 1e-7 per tensor
@@ -139,4 +140,24 @@ TEST(TensorParallel, HeadsNotDivisibleByTpAreRefused) {
   auto tp = grid.make_mpi_comm(parallel::Axis::tp);
   const std::string msg = test::collective_error([&] { GPT(m, 1, 8, StageSpec{}, tp.get()); });
   EXPECT_NE(msg.find("model.n_head = 3 is not divisible by parallel.tp"), std::string::npos) << msg;
+}
+
+// The loss's two all-reduces over the vocabulary shards are timed as the model's other
+// tensor-parallel ones (comm_wait_ms left them out: their waits were booked as computation).
+TEST(TensorParallel, TheLossAllReducesAreTimed) {
+  const int n = test::world_size();
+  parallel::GridOptions o;
+  o.layout = {1, 1, n};
+  const parallel::Grid grid = parallel::Grid::create(MPI_COMM_WORLD, o);
+  auto tp = grid.make_mpi_comm(parallel::Axis::tp);
+  const long N = 6, V = 5; // rows; vocabulary columns on each rank
+  Kokkos::View<float*> logits("logits", N * V), losses("losses", N), scratch("scratch", 3 * N);
+  Kokkos::View<std::int32_t*> targets("targets", N);
+  Kokkos::deep_copy(logits, 0.5f);
+  double seconds = 0.0;
+  const VocabSlice slice{tp->rank() * V, V, n * V, tp.get(), &seconds};
+  const double loss =
+      crossentropy_forward(logits.data(), losses.data(), scratch.data(), targets.data(), N, slice);
+  EXPECT_NEAR(loss, std::log(double(n * V)), 1e-5) << "uniform logits";
+  EXPECT_GT(seconds, 0.0);
 }
