@@ -15,6 +15,7 @@
 #include "engine/weights_file.hpp"
 #include "io/token_dataset.hpp"
 #include "io/tokenizer.hpp"
+#include "layers/kokkos_runtime.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/int_list.hpp"
@@ -75,9 +76,11 @@ std::optional<io::Tokenizer> find_tokenizer(const SampleCommand& cmd, io::H5File
 void run(const SampleCommand& cmd) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  // Rank 0 samples while the others wait for it in the error agreement: on a node with more
-  // ranks than cores they must yield the cores rather than spin on them (as train's ranks do).
-  parallel::set_job_wait_policy("auto", MPI_COMM_WORLD);
+  // Rank 0 samples, with its Kokkos and BLAS threads, while the others wait for it in the error
+  // agreement: when those threads and the waiting ranks outnumber a node's cores, the waiting
+  // ranks yield the cores rather than spin on them.
+  parallel::set_job_wait_policy("auto", MPI_COMM_WORLD,
+                                rank == 0 ? layers::compute_threads_per_rank() : 1);
   parallel::run_agreed(MPI_COMM_WORLD, [&] {
     if (rank != 0) return;
     if (!cmd.prompt.empty() && !cmd.prompt_ids.empty()) {

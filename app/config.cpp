@@ -110,7 +110,8 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        "keeps each group inside a node)",
        &c.parallel.tp},
       {"parallel", "profile",
-       "how auto layout axes are chosen: \"\" (tp fills a node, dp takes the rest), a profile "
+       "how auto layout axes are chosen: \"\" (tp the largest that divides a node and the heads, "
+       "dp takes the rest), a profile "
        "or machine file (the layout planner picks the auto axes and the micro-batch split of "
        "the global batch), or measure (a profile measured at start-up on these ranks)",
        &c.parallel.profile},

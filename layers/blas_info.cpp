@@ -37,8 +37,11 @@ int blas_threads() {
 }
 
 bool default_blas_threads(int threads) {
+  // Set means a count OpenBLAS takes: a positive whole number (it ignores '', 0 or 'abc').
   for (const char* name : {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"}) {
-    if (std::getenv(name) != nullptr) return false;
+    const char* value = std::getenv(name);
+    char* end = nullptr;
+    if (value != nullptr && std::strtol(value, &end, 10) > 0 && end != value) return false;
   }
   using Set = void (*)(int);
   const auto set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));

@@ -53,6 +53,10 @@ std::string kokkos_description() {
 }
 
 int compute_threads_per_rank() {
+  // On a device the products are cuBLAS's too: the host thread only launches.
+  if (!std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>::value) {
+    return 1;
+  }
   // Kokkos' loops and the BLAS's products take turns, each with its own threads.
   return std::max(kokkos_threads(), blas_threads());
 }

@@ -17,8 +17,8 @@ public:
 // "Kokkos 3.4.1, execution space Serial"
 std::string kokkos_description();
 
-// The cores one rank computes on: the more of its Kokkos host threads (OpenMP; Serial 1; 1 when
-// kernels run on a device, whose host thread only launches them) and its BLAS threads.
+// The cores one rank computes on: the more of its Kokkos host threads (OpenMP; Serial 1) and
+// its BLAS threads; 1 when kernels and products run on a device (the host thread launches them).
 int compute_threads_per_rank();
 
 } // namespace gridlm::layers

@@ -94,9 +94,10 @@ Grid Grid::create(MPI_Comm world, const GridOptions& options) {
   GRIDLM_MPI_CHECK(MPI_Allreduce(&crosses, &any_crosses, 1, MPI_INT, MPI_MAX, world));
   g.tp_crosses_nodes_ = any_crosses != 0;
   if (!options.allow_tp_across_nodes) {
-    agree_on_errors(world, crosses ? tp_across_nodes_message(g.layout_, world_rank - g.coords_.tp,
-                                                             node_lo, node_hi, node_of_rank)
-                                   : std::string());
+    agree_on_errors(world,
+                    crosses ? tp_across_nodes_message(g.layout_, world_rank - g.coords_.tp, node_lo,
+                                                      node_hi, node_of_rank, options.layout.heads)
+                            : std::string());
   }
   return g;
 }

@@ -102,12 +102,23 @@ bool tp_fits_nodes(const std::vector<int>& node_of_rank, int tp) {
 }
 
 std::string tp_across_nodes_message(const Layout& layout, int first_rank, int node_lo, int node_hi,
-                                    const std::vector<int>& node_of_rank) {
+                                    const std::vector<int>& node_of_rank, int heads) {
   std::string text = fmt::format(
       "the tensor-parallel group of ranks {}-{} spans nodes {} to {}: tensor parallelism "
       "exchanges activations in every layer and needs the links inside one node. ",
       first_rank, first_rank + layout.tp - 1, node_lo, node_hi);
-  if (!std::is_sorted(node_of_rank.begin(), node_of_rank.end())) {
+  // The closest layout that fits: same pp, the largest tp whose groups stay inside nodes (and,
+  // given the heads, that divides them).
+  const Layout* best = nullptr;
+  const std::vector<Layout> layouts = all_layouts(int(node_of_rank.size()));
+  for (const Layout& l : layouts) {
+    if (l.pp == layout.pp && !(l == layout) && tp_fits_nodes(node_of_rank, l.tp) &&
+        (heads == 0 || heads % l.tp == 0) && (!best || l.tp > best->tp)) {
+      best = &l;
+    }
+  }
+  const bool blocks = std::is_sorted(node_of_rank.begin(), node_of_rank.end());
+  if (!blocks && (best == nullptr || best->tp == 1)) {
     // Round-robin placement: no tp > 1 keeps its group inside a node, whatever its size.
     text += "The launcher placed consecutive ranks on different nodes: launch with block "
             "placement (srun -m block, or host:N entries in an MPICH host file) so that a node "
@@ -119,16 +130,9 @@ std::string tp_across_nodes_message(const Layout& layout, int first_rank, int no
     int fewest = INT_MAX;
     for (const auto& entry : ranks_on)
       fewest = std::min(fewest, entry.second);
-    text += fmt::format("Use a tp that divides the ranks per node ({} here)", fewest);
-    // The closest layout that fits: same pp, the largest tp whose groups stay inside nodes.
-    const Layout* best = nullptr;
-    const std::vector<Layout> layouts = all_layouts(int(node_of_rank.size()));
-    for (const Layout& l : layouts) {
-      if (l.pp == layout.pp && !(l == layout) && tp_fits_nodes(node_of_rank, l.tp) &&
-          (!best || l.tp > best->tp)) {
-        best = &l;
-      }
-    }
+    text += blocks ? fmt::format("Use a tp that divides the ranks per node ({} here)", fewest)
+                   : std::string("Use a tp whose groups of consecutive ranks stay inside a node "
+                                 "as the launcher placed them");
     if (best) text += ", for example " + best->flags();
   }
   text += "; or pass --force-tp-across-nodes to run anyway.";

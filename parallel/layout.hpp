@@ -41,10 +41,11 @@ std::vector<Layout> all_layouts(int world);
 bool tp_fits_nodes(const std::vector<int>& node_of_rank, int tp);
 
 // Why the tensor group of ranks [first_rank, first_rank + tp) cannot run across nodes node_lo
-// to node_hi, and what to do: a layout with the same pp whose tensor groups stay inside nodes,
-// or block placement when the launcher placed consecutive ranks on different nodes.
+// to node_hi, and what to do: a layout with the same pp whose tensor groups stay inside nodes
+// (with a tp dividing `heads` when given), or block placement when the launcher placed the ranks
+// so that no tp > 1 does.
 std::string tp_across_nodes_message(const Layout& layout, int first_rank, int node_lo, int node_hi,
-                                    const std::vector<int>& node_of_rank);
+                                    const std::vector<int>& node_of_rank, int heads = 0);
 
 // Resolves automatic axes for `world` ranks with `ranks_per_node` ranks on each node, placed in
 // blocks of consecutive ranks: an automatic tp is the largest that divides both what the other

@@ -135,3 +135,18 @@ TEST(ResolveLayout, AutoTpDividesTheHeads) {
   EXPECT_EQ(resolve_layout(4, {0, 1, 0, 1}, 4), (Layout{4, 1, 1}));
   EXPECT_EQ(resolve_layout(4, {0, 1, 0, 0}, 4), (Layout{1, 1, 4})) << "heads 0: any";
 }
+
+// Placements in planes of two ranks (srun -m plane=2): tp 2 stays inside nodes, so a refused
+// tp 4 is told to use it, not to move to block placement; and a suggestion divides the heads.
+TEST(TpAcrossNodesMessage, PlanesAndHeads) {
+  const std::vector<int> planes{0, 0, 1, 1, 0, 0, 1, 1};
+  EXPECT_EQ(resolve_layout(8, {0, 1, 0}, 4, planes), (Layout{4, 1, 2}));
+  const std::string msg = tp_across_nodes_message({2, 1, 4}, 0, 0, 1, planes);
+  EXPECT_NE(msg.find("for example --dp 4 --pp 1 --tp 2"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("srun -m block"), std::string::npos) << msg;
+  const std::vector<int> blocks{0, 0, 0, 0, 1, 1, 1, 1};
+  const std::string six = tp_across_nodes_message({1, 1, 8}, 0, 0, 1, blocks, 6);
+  EXPECT_NE(six.find("for example --dp 4 --pp 1 --tp 2"), std::string::npos) << six;
+  EXPECT_NE(tp_across_nodes_message({1, 1, 8}, 0, 0, 1, blocks).find("--dp 2 --pp 1 --tp 4"),
+            std::string::npos);
+}
