@@ -55,7 +55,7 @@ std::vector<ConfigField> config_fields(RunConfig& c) {
        &t.peak_gflops},
       {"train", "exit_margin_minutes",
        "inside a Slurm job with a time limit: save a checkpoint and stop when less than this is "
-       "left (-1: twice the slowest step and save, plus 10 s)",
+       "left (-1: twice the slowest step and save, the slowest validation, plus 10 s)",
        &t.exit_margin_minutes},
       {"train", "on_nonfinite",
        "what a bad step (a non-finite loss or gradient norm on any rank, or a loss spike) does: "

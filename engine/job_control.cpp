@@ -20,10 +20,14 @@ namespace gridlm::engine {
 JobControl::JobControl(const RunConfig& config, const parallel::Grid& grid,
                        std::uint64_t checkpoint_bytes)
     : grid_(grid), margin_minutes_(config.train.exit_margin_minutes),
-      first_save_guess_(5.0 + double(checkpoint_bytes) / double(100 << 20)) {
+      first_save_guess_(5.0 + double(checkpoint_bytes) / double(100 << 20)),
+      eval_every_(config.train.eval_every), eval_batches_(config.train.eval_batches) {
+  // The other ranks wait for rank 0's squeue under the hang watchdog: half its patience at most.
+  if (config.parallel.timeout_seconds > 0.0)
+    squeue_wait_ = std::clamp(config.parallel.timeout_seconds / 2.0, 1.0, squeue_seconds);
   parallel::run_agreed(grid.comm(), [&] {
     if (grid.rank() != 0) return;
-    if (const std::optional<JobDeadline> d = read_job_deadline()) {
+    if (const std::optional<JobDeadline> d = read_job_deadline(false, squeue_wait_)) {
       deadline_ = parallel::steady_seconds() + d->seconds_left;
       source_ = d->source;
       // A time limit within the margin: every job of the run, requeued ones too, would save
@@ -45,12 +49,20 @@ JobControl::JobControl(const RunConfig& config, const parallel::Grid& grid,
 double JobControl::margin() const {
   if (margin_minutes_ >= 0.0) return margin_minutes_ * 60.0;
   const double save = slowest_save_ > 0.0 ? slowest_save_ : first_save_guess_;
-  return 2.0 * slowest_step_ + 2.0 * save + 10.0;
+  // A validation runs inside a step, before the step's end is answered: a stop must leave room
+  // for one (a long one took a job 9 s past its limit before it counted). Its forward-only
+  // global batches cost at most what a training step's does.
+  const double validation = eval_every_ <= 0            ? 0.0
+                            : slowest_validation_ > 0.0 ? slowest_validation_
+                                                        : eval_batches_ * slowest_step_;
+  return 2.0 * slowest_step_ + validation + 2.0 * save + 10.0;
 }
 
-JobControl::Decision JobControl::after_step(double step_seconds, double save_seconds) {
+JobControl::Decision JobControl::after_step(double step_seconds, double save_seconds,
+                                            double validation_seconds) {
   slowest_step_ = std::max(slowest_step_, step_seconds);
   slowest_save_ = std::max(slowest_save_, save_seconds);
+  slowest_validation_ = std::max(slowest_validation_, validation_seconds);
   const PendingSignal signal = take_job_signal();
   // [what the signals ask (0 none, 1 save, 2 stop) x 100 + the signal that asked it; the time
   // limit is near]: the maximum over the ranks is the strongest request and one of its signals.
@@ -89,7 +101,7 @@ std::string JobControl::look_again() {
   const double was = deadline_ - parallel::steady_seconds();
   std::optional<JobDeadline> now;
   try {
-    now = read_job_deadline(true);
+    now = read_job_deadline(true, squeue_wait_);
   } catch (const std::exception&) {
     return ""; // an answer not understood now: the end known before stands
   }

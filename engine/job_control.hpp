@@ -3,8 +3,10 @@
 // received (engine/job_signals), or, on rank 0's clock, that the job's time limit
 // (engine/job_deadline) is nearer than the exit margin, so that the run saves a checkpoint and
 // stops while it still can even when no signal arrives. The margin is train.exit_margin_minutes,
-// or by default what the run has measured: twice its slowest step, twice its slowest save (before
-// the first, 5 s plus the checkpoint's size at 100 MiB/s) and 10 s to exit. Before stopping
+// or by default what the run has measured: twice its slowest step, its slowest validation (one
+// runs inside a step, before the step's end is answered; before the first, train.eval_batches
+// times the slowest step), twice its slowest save (before the first, 5 s plus the checkpoint's
+// size at 100 MiB/s) and 10 s to exit. Before stopping
 // for the time limit, rank 0 asks squeue again: a limit an administrator extended meanwhile
 // lets the run go on in this job instead of stopping and waiting in the queue.
 #pragma once
@@ -30,9 +32,9 @@ public:
     std::string reason; // why, in words ("SIGUSR1", "the job's time limit in 40 s")
     std::string note;   // rank 0: news to print (the job's time limit was extended)
   };
-  // Collective over the grid, after a step that took `step_seconds`; `save_seconds` is the
-  // time of a save this step made (0 when none).
-  Decision after_step(double step_seconds, double save_seconds);
+  // Collective over the grid, after a step that took `step_seconds` to train; `save_seconds`
+  // and `validation_seconds` are the times of a save and a validation this step made (0: none).
+  Decision after_step(double step_seconds, double save_seconds, double validation_seconds = 0.0);
   // A save made after after_step (one a signal asked for) took `seconds`: the margin counts it
   // like the step's own.
   void note_save(double seconds) { slowest_save_ = std::max(slowest_save_, seconds); }
@@ -53,6 +55,9 @@ private:
   std::string source_;           // where the deadline came from
   bool looked_again_ = false;    // rank 0: Slurm asked again since deadline_ was last set
   double first_save_guess_ = 0.0, slowest_step_ = 0.0, slowest_save_ = 0.0;
+  double slowest_validation_ = 0.0;
+  int eval_every_ = 0, eval_batches_ = 0; // train.eval_every (0: no validation), eval_batches
+  double squeue_wait_ = 20.0;             // the most the start-up squeue may take
 };
 
 } // namespace gridlm::engine

@@ -1,8 +1,10 @@
 // Reading the job's end from Slurm.
 #include "engine/job_deadline.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -77,7 +79,7 @@ std::optional<double> parse_slurm_duration(const std::string& raw) {
   return days * 86400.0 + seconds;
 }
 
-std::optional<JobDeadline> read_job_deadline(bool live) {
+std::optional<JobDeadline> read_job_deadline(bool live, double wait_seconds) {
   const char* job = std::getenv("SLURM_JOB_ID");
   if (job == nullptr || *job == '\0') return std::nullopt;
   if (const char* end = std::getenv("SLURM_JOB_END_TIME");
@@ -89,10 +91,14 @@ std::optional<JobDeadline> read_job_deadline(bool live) {
     return JobDeadline{left, "SLURM_JOB_END_TIME", limit};
   }
   if (!all_digits(job)) return std::nullopt;
-  // While the job runs the other ranks wait for this answer: a slurmctld that does not reply
-  // must not hold them (where `timeout` is missing, the end known before stands).
-  const std::optional<std::string> line = first_line_of(
-      fmt::format("{}squeue -h -j {} -o \"%L %l\" 2>/dev/null", live ? "timeout 20 " : "", job));
+  // The other ranks wait for this answer, at start-up too: a slurmctld that does not reply
+  // must not hold them past the watchdog's patience (where `timeout` is missing, a live question
+  // is not asked and the end known before stands; the start-up one is asked unbounded).
+  const std::string query = fmt::format("squeue -h -j {} -o \"%L %l\" 2>/dev/null", job);
+  const std::optional<std::string> line = first_line_of(fmt::format(
+      "if command -v timeout >/dev/null 2>&1; then timeout {:.0f} {}; elif {}; then :; else {}; "
+      "fi",
+      std::max(1.0, std::ceil(wait_seconds)), query, live ? "true" : "false", query));
   if (!line) return std::nullopt; // no squeue here: the signals still stop the run
   const std::size_t space = line->find(' ');
   const std::string source = fmt::format("squeue -j {} -o %L", job);

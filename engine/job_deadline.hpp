@@ -20,8 +20,10 @@ struct JobDeadline {
 // Reads it now (one rank is enough: it is the job's). Throws gridlm::Error when Slurm's answer
 // cannot be understood. `live`: from squeue only, which follows a limit changed while the job
 // runs (`scontrol update JobId=N TimeLimit=...`; SLURM_JOB_END_TIME is the end at the start),
-// and a limit lifted to UNLIMITED is an end at infinity rather than no answer.
-std::optional<JobDeadline> read_job_deadline(bool live = false);
+// and a limit lifted to UNLIMITED is an end at infinity rather than no answer. squeue is given
+// `wait_seconds` at most (the other ranks wait for the answer, under the hang watchdog): a
+// slurmctld that does not answer by then leaves the end unknown.
+std::optional<JobDeadline> read_job_deadline(bool live = false, double wait_seconds = 20.0);
 
 // Slurm's time format of `squeue -o %L`: [days-][hours:]minutes:seconds, or UNLIMITED /
 // NOT_SET / INVALID (no limit: nullopt). Throws gridlm::Error naming the text otherwise.

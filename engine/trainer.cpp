@@ -400,10 +400,10 @@ private:
   }
 
   // A signal or the job's time limit: a checkpoint now, unless this step saved one, and for a
-  // stop the end of the run.
-  // `seconds`: the whole step's, validation and a save included.
+  // stop the end of the run. `seconds`: the whole step's, its validation and save included.
   void answer_job(int step, StepRecord& r, double seconds) {
-    const JobControl::Decision job = job_.after_step(seconds, r.checkpoint_seconds);
+    const double validation = r.validated ? seconds - r.seconds - r.checkpoint_seconds : 0.0;
+    const JobControl::Decision job = job_.after_step(r.seconds, r.checkpoint_seconds, validation);
     if (!job.note.empty()) report_.note(fmt::format("step {}: {}", step + 1, job.note));
     if (!job.save) return;
     const bool last = step == config_.train.steps - 1;

@@ -4,6 +4,7 @@
 // job runs (engine/job_control).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -166,4 +167,52 @@ TEST(JobControl, ALimitExtendedWhileTheJobRunsLetsTheRunGoOn) {
   std::filesystem::remove_all(dir);
   unsetenv("SLURM_JOB_ID");
   unsetenv("SLURM_JOB_END_TIME");
+}
+
+// A validation runs inside a step, before the step's end is answered: the measured margin leaves
+// room for one (before the first, train.eval_batches times the slowest step), or a job whose
+// validation began just outside the margin ran past its limit.
+TEST(JobControl, TheMarginHoldsAValidation) {
+  setenv("SLURM_JOB_ID", "42", 1);
+  setenv("SLURM_JOB_END_TIME", std::to_string(std::time(nullptr) + 600).c_str(), 1);
+  gridlm::parallel::GridOptions o;
+  const gridlm::parallel::Grid grid = gridlm::parallel::Grid::create(MPI_COMM_WORLD, o);
+  RunConfig config;
+  config.train.eval_batches = 600;
+  EXPECT_FALSE(JobControl(config, grid, 1 << 20).after_step(1.0, 0.0).stop) << "no validation";
+  config.train.eval_every = 5;
+  EXPECT_TRUE(JobControl(config, grid, 1 << 20).after_step(1.0, 0.0).stop)
+      << "600 global batches of about a step each, before one is measured";
+  config.train.eval_batches = 4;
+  JobControl job(config, grid, 1 << 20);
+  EXPECT_FALSE(job.after_step(1.0, 0.0, 3.0).stop) << "a validation of 3 s";
+  EXPECT_TRUE(job.after_step(1.0, 0.0, 590.0).stop) << "a validation of 590 s";
+  unsetenv("SLURM_JOB_ID");
+  unsetenv("SLURM_JOB_END_TIME");
+}
+
+// squeue that does not answer (a slurmctld down) leaves the end unknown after the wait given,
+// rather than holding the ranks waiting for rank 0 until the hang watchdog ends the job.
+TEST(JobDeadline, ASqueueThatDoesNotAnswerIsNotWaitedFor) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("gridlm_squeue_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream script(dir + "/squeue");
+    script << "#!/bin/sh\nexec sleep 30\n";
+  }
+  std::filesystem::permissions(dir + "/squeue", std::filesystem::perms::owner_all);
+  const std::string path = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "";
+  setenv("PATH", (dir + ":" + path).c_str(), 1);
+  setenv("SLURM_JOB_ID", "42", 1);
+  unsetenv("SLURM_JOB_END_TIME");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(read_job_deadline(false, 1.0).has_value());
+  EXPECT_FALSE(read_job_deadline(true, 1.0).has_value());
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited, 10.0);
+  setenv("PATH", path.c_str(), 1);
+  unsetenv("SLURM_JOB_ID");
+  std::filesystem::remove_all(dir);
 }
