@@ -31,6 +31,9 @@ struct TrainCommand {
 };
 
 void run(const TrainCommand& cmd) {
+  // First: a signal during the start-up (its data check can be long) or the dry run is then
+  // kept (SIGUSR1: MPICH's handler swallowed it) or harmless (SIGUSR2, SIGTERM: they killed it).
+  engine::install_job_signals();
   RunConfig config;
   parallel::GridOptions grid_options;
   parallel::run_agreed(MPI_COMM_WORLD, [&] {
@@ -72,9 +75,13 @@ void run(const TrainCommand& cmd) {
   }
   if (cmd.dry_run) {
     engine::check_run(config, grid);
+    if (const int signal = engine::job_stop_signal(); signal != 0 && grid.rank() == 0) {
+      std::printf("note: %s arrived during the dry run, which only checks: the run itself was "
+                  "not started, so nothing is stopped\n",
+                  engine::signal_name(signal));
+    }
     return;
   }
-  engine::install_job_signals();
   const engine::TrainResult r = engine::train(config, grid, config_as_toml(config));
   if (!r.stopped.empty()) {
     // Every rank sets the status, so that srun and mpiexec report it whichever rank they read.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -63,10 +64,9 @@ JobControl::Decision JobControl::after_step(double step_seconds, double save_sec
   slowest_step_ = std::max(slowest_step_, step_seconds);
   slowest_save_ = std::max(slowest_save_, save_seconds);
   slowest_validation_ = std::max(slowest_validation_, validation_seconds);
-  const PendingSignal signal = take_job_signal();
-  // [what the signals ask (0 none, 1 save, 2 stop) x 100 + the signal that asked it; the time
-  // limit is near]: the maximum over the ranks is the strongest request and one of its signals.
-  std::vector<int> mine{static_cast<int>(signal.request) * 100 + signal.signal, 0};
+  // [a stop signal (0: none); the time limit is near; the SIGUSR2s received]: the maximum over
+  // the ranks is one of the stop signals, and the most saves any rank was asked for.
+  std::vector<int> mine{job_stop_signal(), 0, job_saves_asked()};
   double left = 0.0;
   std::string note;
   if (deadline_ >= 0.0 && !looked_again_ &&
@@ -83,10 +83,13 @@ JobControl::Decision JobControl::after_step(double step_seconds, double save_sec
   Decision d;
   d.note = std::move(note);
   if (all[0] > 0) {
+    d.save = d.stop = true;
+    d.reason = signal_name(all[0]);
+  } else if (all[2] > saves_answered_) {
     d.save = true;
-    d.stop = all[0] / 100 == static_cast<int>(SignalRequest::stop);
-    d.reason = signal_name(all[0] % 100);
+    d.reason = signal_name(SIGUSR2);
   }
+  saves_answered_ = all[2]; // answered now, or by the stop's save
   if (all[1] != 0) {
     d.save = d.stop = true;
     d.reason = grid_.rank() == 0 ? fmt::format("the job's time limit in {:.0f} s (margin {:.0f} s)",

@@ -58,6 +58,7 @@ private:
   double slowest_validation_ = 0.0;
   int eval_every_ = 0, eval_batches_ = 0; // train.eval_every (0: no validation), eval_batches
   double squeue_wait_ = 20.0;             // the most the start-up squeue may take
+  int saves_answered_ = 0; // SIGUSR2s answered: the largest count any rank had, agreed
 };
 
 } // namespace gridlm::engine

@@ -15,7 +15,6 @@ std::atomic<int> stop_signal{0}; // SIGUSR1 or SIGTERM, once received
 // SIGUSR2s received, only ever increased by the handler: one arriving while take_job_signal()
 // reads it is seen at the next call, not lost.
 std::atomic<int> saves_asked{0};
-int saves_answered = 0;
 
 extern "C" void on_job_signal(int signal) {
   if (signal == SIGUSR2) {
@@ -36,18 +35,9 @@ void install_job_signals() {
     sigaction(s, &action, nullptr);
 }
 
-PendingSignal take_job_signal() {
-  PendingSignal p;
-  const int asked = saves_asked.load();
-  if (const int stop = stop_signal.load(); stop != 0) {
-    p = {SignalRequest::stop, stop};
-  } else if (asked != saves_answered) {
-    p = {SignalRequest::save, SIGUSR2};
-  }
-  // A stop is kept until answered (the run ends); saves asked so far are answered by this one.
-  saves_answered = asked;
-  return p;
-}
+int job_stop_signal() { return stop_signal.load(); }
+
+int job_saves_asked() { return saves_asked.load(); }
 
 const char* signal_name(int signal) {
   switch (signal) {

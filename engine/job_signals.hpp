@@ -10,19 +10,16 @@
 
 namespace gridlm::engine {
 
-// What the signals received so far ask of the run.
-enum class SignalRequest : int { none = 0, save = 1, stop = 2 };
-
-struct PendingSignal {
-  SignalRequest request = SignalRequest::none;
-  int signal = 0; // the signal that asked for it (SIGUSR1, SIGTERM, SIGUSR2), 0 for none
-};
-
 // Installs the handlers for SIGUSR1, SIGUSR2 and SIGTERM (idempotent); `gridlm train` does.
 void install_job_signals();
 
-// The strongest request since the last call (stop over save), and clears it.
-PendingSignal take_job_signal();
+// The stop signal received (SIGUSR1 or SIGTERM), 0 for none: kept until the run ends.
+int job_stop_signal();
+
+// SIGUSR2s received by this process so far. One `scancel --signal=USR2` reaches every rank, not
+// always before the same step's end: the ranks agree on the largest count (engine::JobControl),
+// so that the rank it reached late does not ask for the same save again a step later.
+int job_saves_asked();
 
 // "SIGUSR1" and the like, for messages.
 const char* signal_name(int signal);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -16,6 +17,7 @@
 
 #include "engine/job_control.hpp"
 #include "engine/job_deadline.hpp"
+#include "engine/job_signals.hpp"
 #include "parallel/diagnostics.hpp"
 #include "parallel/grid.hpp"
 
@@ -215,4 +217,25 @@ TEST(JobDeadline, ASqueueThatDoesNotAnswerIsNotWaitedFor) {
   setenv("PATH", path.c_str(), 1);
   unsetenv("SLURM_JOB_ID");
   std::filesystem::remove_all(dir);
+}
+
+// One `scancel --signal=USR2` reaches the ranks on either side of a step's end (at 2 ranks:
+// rank 0 before the first step's end, rank 1 after): one save, not one each step.
+TEST(JobControl, ASaveSignalReachingTheRanksAtDifferentStepsSavesOnce) {
+  unsetenv("SLURM_JOB_ID");
+  install_job_signals();
+  gridlm::parallel::GridOptions o;
+  const gridlm::parallel::Grid grid = gridlm::parallel::Grid::create(MPI_COMM_WORLD, o);
+  JobControl job(RunConfig{}, grid, 1 << 20);
+  if (grid.rank() == 0) std::raise(SIGUSR2);
+  EXPECT_TRUE(job.after_step(0.1, 0.0).save) << "rank 0's signal";
+  if (grid.size() > 1) {
+    if (grid.rank() == 1) std::raise(SIGUSR2);
+    EXPECT_FALSE(job.after_step(0.1, 0.0).save) << "the same request, reaching rank 1 late";
+  }
+  std::raise(SIGUSR2);
+  const JobControl::Decision d = job.after_step(0.1, 0.0);
+  EXPECT_TRUE(d.save && !d.stop) << "a second request";
+  EXPECT_EQ(d.reason, "SIGUSR2");
+  EXPECT_FALSE(job.after_step(0.1, 0.0).save) << "answered";
 }
