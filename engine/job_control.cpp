@@ -22,7 +22,7 @@ JobControl::JobControl(const RunConfig& config, const parallel::Grid& grid,
                        std::uint64_t checkpoint_bytes)
     : grid_(grid), margin_minutes_(config.train.exit_margin_minutes),
       first_save_guess_(5.0 + double(checkpoint_bytes) / double(100 << 20)),
-      eval_every_(config.train.eval_every), eval_batches_(config.train.eval_batches) {
+      eval_every_(config.train.eval_every) {
   // The other ranks wait for rank 0's squeue under the hang watchdog: half its patience at most.
   if (config.parallel.timeout_seconds > 0.0)
     squeue_wait_ = std::clamp(config.parallel.timeout_seconds / 2.0, 1.0, squeue_seconds);
@@ -51,11 +51,10 @@ double JobControl::margin() const {
   if (margin_minutes_ >= 0.0) return margin_minutes_ * 60.0;
   const double save = slowest_save_ > 0.0 ? slowest_save_ : first_save_guess_;
   // A validation runs inside a step, before the step's end is answered: a stop must leave room
-  // for one (a long one took a job 9 s past its limit before it counted). Its forward-only
-  // global batches cost at most what a training step's does.
-  const double validation = eval_every_ <= 0            ? 0.0
-                            : slowest_validation_ > 0.0 ? slowest_validation_
-                                                        : eval_batches_ * slowest_step_;
+  // for one once one has been measured (a long one took a job 9 s past its limit before it
+  // counted). Not guessed before: a guess from the warm-up step, counted on every step, could
+  // stop every job after its first step.
+  const double validation = eval_every_ > 0 ? slowest_validation_ : 0.0;
   return 2.0 * slowest_step_ + validation + 2.0 * save + 10.0;
 }
 

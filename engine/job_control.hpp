@@ -1,12 +1,12 @@
 // engine::JobControl: the end of the batch job, answered at step boundaries. After every step
-// the ranks agree (one all-reduce of two integers) on what the job asks: a signal any rank
+// the ranks agree (one all-reduce of three integers) on what the job asks: a signal any rank
 // received (engine/job_signals), or, on rank 0's clock, that the job's time limit
 // (engine/job_deadline) is nearer than the exit margin, so that the run saves a checkpoint and
 // stops while it still can even when no signal arrives. The margin is train.exit_margin_minutes,
 // or by default what the run has measured: twice its slowest step, its slowest validation (one
-// runs inside a step, before the step's end is answered; before the first, train.eval_batches
-// times the slowest step), twice its slowest save (before the first, 5 s plus the checkpoint's
-// size at 100 MiB/s) and 10 s to exit. Before stopping
+// runs inside a step, before the step's end is answered; none before one is measured), twice
+// its slowest save (before the first, 5 s plus the checkpoint's size at 100 MiB/s) and 10 s to
+// exit. Before stopping
 // for the time limit, rank 0 asks squeue again: a limit an administrator extended meanwhile
 // lets the run go on in this job instead of stopping and waiting in the queue.
 #pragma once
@@ -56,9 +56,9 @@ private:
   bool looked_again_ = false;    // rank 0: Slurm asked again since deadline_ was last set
   double first_save_guess_ = 0.0, slowest_step_ = 0.0, slowest_save_ = 0.0;
   double slowest_validation_ = 0.0;
-  int eval_every_ = 0, eval_batches_ = 0; // train.eval_every (0: no validation), eval_batches
-  double squeue_wait_ = 20.0;             // the most the start-up squeue may take
-  int saves_answered_ = 0; // SIGUSR2s answered: the largest count any rank had, agreed
+  int eval_every_ = 0;        // train.eval_every (0: no validation)
+  double squeue_wait_ = 20.0; // the most the start-up squeue may take
+  int saves_answered_ = 0;    // SIGUSR2s answered: the largest count any rank had, agreed
 };
 
 } // namespace gridlm::engine

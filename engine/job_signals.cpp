@@ -12,8 +12,7 @@ namespace {
 // (the batch feed's, the watchdog's), and the main thread reads what it wrote.
 static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs lock-free atomics");
 std::atomic<int> stop_signal{0}; // SIGUSR1 or SIGTERM, once received
-// SIGUSR2s received, only ever increased by the handler: one arriving while take_job_signal()
-// reads it is seen at the next call, not lost.
+// SIGUSR2s received, only ever increased by the handler (the ranks agree on the largest count).
 std::atomic<int> saves_asked{0};
 
 extern "C" void on_job_signal(int signal) {
