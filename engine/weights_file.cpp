@@ -76,12 +76,10 @@ void load_weights(layers::GPT& gpt, io::H5File& f) {
 std::size_t place_weight(const layers::GPT& gpt, float* host, const std::string& name,
                          const std::vector<std::int64_t>& shape, const float* global,
                          const std::string& path) {
-  for (const layers::ParamInfo& p : gpt.table().params) {
-    if (p.name != name) continue;
-    place(gpt, host, p, shape, global, path);
-    return 1;
-  }
-  return 0;
+  const int index = gpt.table().find(name);
+  if (index < 0) return 0;
+  place(gpt, host, gpt.table().params[std::size_t(index)], shape, global, path);
+  return 1;
 }
 
 } // namespace gridlm::engine

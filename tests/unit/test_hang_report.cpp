@@ -163,23 +163,25 @@ flight::Record in_phase(flight::Record r, const char* phase) {
   return r;
 }
 
-TEST(HangReport, ATrainingSendDoesNotAnswerAValidationReceive) {
-  const flight::Record trained = in_phase(op("send", "pp", 1, 7, 2), "F");
-  const auto a = analyse_hang(
-      {report(0, in_phase(op("recv", "pp", 1, 9, 2), "validation F"), 105.0, {trained}),
+// Both ranks in a validation of (0-based) step 2: rank 0 waits for rank 1 with `recent` behind
+// it, rank 1 for rank 0's send with tag 7.
+HangAnalysis validation_hang(const std::vector<flight::Record>& recent) {
+  return analyse_hang(
+      {report(0, in_phase(op("recv", "pp", 1, 9, 2), "validation F"), 105.0, recent),
        report(1, in_phase(op("recv", "pp", 0, 7, 2), "validation"), 101.0)},
       2);
+}
+
+TEST(HangReport, ATrainingSendDoesNotAnswerAValidationReceive) {
+  const flight::Record trained = in_phase(op("send", "pp", 1, 7, 2), "F");
+  const auto a = validation_hang({trained});
   EXPECT_EQ(a.culprit, 0);
   EXPECT_NE(a.why.find("rank 0 has not posted the send to rank 1 with tag 7 of step 3's "
                        "validation"),
             std::string::npos)
       << a.why;
   // The validation's own send does answer it.
-  const auto b =
-      analyse_hang({report(0, in_phase(op("recv", "pp", 1, 9, 2), "validation F"), 105.0,
-                           {trained, in_phase(op("send", "pp", 1, 7, 2), "validation F")}),
-                    report(1, in_phase(op("recv", "pp", 0, 7, 2), "validation"), 101.0)},
-                   2);
+  const auto b = validation_hang({trained, in_phase(op("send", "pp", 1, 7, 2), "validation F")});
   EXPECT_EQ(b.why.find("has not posted the send to rank 1"), std::string::npos) << b.why;
 }
 
@@ -188,10 +190,7 @@ TEST(HangReport, ARingOfTheStepsTrainingOpsCoversItsValidation) {
   // missing from it was never posted.
   const std::vector<flight::Record> busy(flight::ring_size,
                                          in_phase(op("send", "pp", 1, 7, 2), "F"));
-  const auto a =
-      analyse_hang({report(0, in_phase(op("recv", "pp", 1, 9, 2), "validation F"), 105.0, busy),
-                    report(1, in_phase(op("recv", "pp", 0, 7, 2), "validation"), 101.0)},
-                   2);
+  const auto a = validation_hang(busy);
   EXPECT_EQ(a.culprit, 0);
   EXPECT_NE(a.why.find("rank 0 has not posted the send to rank 1 with tag 7 of step 3's "
                        "validation"),
